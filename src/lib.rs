@@ -6,13 +6,14 @@
 //!
 //! Start with `use flaxen::prelude::*;`.
 
-pub use flaxen_macros::*;
+pub use flaxen_macros::scan;
 pub use flaxen_runtime as runtime;
 pub use flaxen_runtime::dfdx;
 
 /// Everything needed to write and train a model: dfdx's prelude, the runtime
 /// and the macros.
 pub mod prelude {
+    pub use flaxen_macros::scan;
     pub use flaxen_runtime::dfdx::prelude::*;
     pub use flaxen_runtime::prelude::*;
 }

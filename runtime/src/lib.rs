@@ -5,9 +5,11 @@
 
 pub use dfdx;
 
+pub mod scan;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    pub use crate::scan::{stack_batches, SelectStep, Stacked};
     pub use crate::state::{StateDict, StateError, StateMap};
 }
