@@ -5,11 +5,19 @@
 
 pub use dfdx;
 
+pub mod layers;
 pub mod scan;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    // As in dfdx's prelude (where `Linear` is the builder), `Conv2D` here is
+    // the builder; the built module is `flaxen_runtime::layers::Conv2D`.
+    pub use crate::layers::builder::Conv2D;
+    pub use crate::layers::{
+        conv_out_size, same_padding, AvgPool2D, ConvGeometry, Flatten2D, FlaxenDevice,
+        MaxPool2D, PoolKind, Window2D,
+    };
     pub use crate::scan::{stack_batches, SelectStep, Stacked};
     pub use crate::state::{StateDict, StateError, StateMap};
 }
