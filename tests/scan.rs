@@ -126,3 +126,21 @@ fn step_k_slices_exactly_one_batch() {
         assert_eq!(yk.array(), [2 * k, 2 * k + 1]);
     }
 }
+
+fn scan_generic<const K: usize>(bs: [Batch; K]) -> (State, Tensor<Rank1<K>, f32, Dev>) {
+    scan!(K, train_step, init(3), stack_batches(bs))
+}
+
+#[test]
+fn scan_with_const_generic_k() {
+    let dev = Dev::seed_from_u64(11);
+    let bs: [Batch; 2] = batches(&dev, 2)
+        .try_into()
+        .unwrap_or_else(|_| unreachable!());
+    let (s, losses) = scan_generic(bs.clone());
+    assert_eq!(s.steps, 2);
+    let (s1, l1) = train_step(init(3), bs[0].clone());
+    let (s2, l2) = train_step(s1, bs[1].clone());
+    assert_eq!(losses.array(), [l1.array(), l2.array()]);
+    assert_eq!(params(&s), params(&s2));
+}

@@ -132,7 +132,9 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
             }})
         }
         Steps::Const(path) => {
-            let k = quote_spanned! {path.span()=> { const __K: usize = #path; __K }};
+            // `{ K }` accepts a `const` item and a const generic parameter;
+            // a runtime value fails here with rustc's "non-constant value".
+            let k = quote_spanned! {path.span()=> { #path }};
             Ok(quote! {
                 #rt::scan_const::<#k, _, _, _, _, _>(#step, #state, &(#batches))
             })

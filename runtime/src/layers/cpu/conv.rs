@@ -75,7 +75,9 @@ fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
                     let start = iy * win.w + lo * win.sw + kj - win.pl;
                     if win.sw == 1 {
                         let dst = &mut dxc[start..start + hi - lo];
-                        dst.iter_mut().zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
+                        dst.iter_mut()
+                            .zip(&grad[lo..hi])
+                            .for_each(|(d, &g)| *d += g);
                     } else {
                         let dst = dxc[start..].iter_mut().step_by(win.sw);
                         dst.zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
@@ -207,12 +209,9 @@ pub(super) fn backward<E: Elem>(
         .collect();
 
     let mut parts = partials.into_iter();
-    let (mut dw, mut db) = parts.next().unwrap_or_else(|| {
-        (
-            vec![E::zero(); geom.o * patch],
-            vec![E::zero(); geom.o],
-        )
-    });
+    let (mut dw, mut db) = parts
+        .next()
+        .unwrap_or_else(|| (vec![E::zero(); geom.o * patch], vec![E::zero(); geom.o]));
     for (pw, pb) in parts {
         dw.iter_mut().zip(&pw).for_each(|(a, &b)| *a += b);
         db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);
@@ -224,7 +223,13 @@ pub(super) fn backward<E: Elem>(
 mod tests {
     use super::*;
 
-    fn geom(c: usize, kernel: [usize; 2], s: [usize; 2], p: [usize; 4], hw: [usize; 2]) -> ConvGeometry {
+    fn geom(
+        c: usize,
+        kernel: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 4],
+        hw: [usize; 2],
+    ) -> ConvGeometry {
         let oh = crate::layers::conv_out_size(hw[0], kernel[0], s[0], p[0], p[1]);
         let ow = crate::layers::conv_out_size(hw[1], kernel[1], s[1], p[2], p[3]);
         ConvGeometry {
@@ -245,7 +250,8 @@ mod tests {
                         for ox in 0..w.ow {
                             let iy = (oy * w.sh + ki) as isize - w.pt as isize;
                             let ix = (ox * w.sw + kj) as isize - w.pl as isize;
-                            let inside = iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
+                            let inside =
+                                iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
                             out.push(if inside {
                                 x[ch * w.h * w.w + iy as usize * w.w + ix as usize]
                             } else {

@@ -27,7 +27,9 @@ fn chunking(items: usize) -> usize {
 }
 
 /// The tensor's values in row-major order (one memcpy when contiguous).
-fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(t: Tensor<S, E, Cpu, T>) -> Result<Vec<E>, CpuError> {
+fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(
+    t: Tensor<S, E, Cpu, T>,
+) -> Result<Vec<E>, CpuError> {
     let t = t.try_contiguous()?;
     let mut buf = vec![E::zero(); t.shape().num_elements()];
     t.copy_into(&mut buf);

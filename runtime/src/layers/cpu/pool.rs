@@ -85,7 +85,9 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
         .zip(arg.par_chunks_mut(per * positions))
         .enumerate()
         .for_each(|(t, (yc, ac))| {
-            let planes_out = yc.chunks_exact_mut(positions).zip(ac.chunks_exact_mut(positions));
+            let planes_out = yc
+                .chunks_exact_mut(positions)
+                .zip(ac.chunks_exact_mut(positions));
             for (i, (yp, ap)) in planes_out.enumerate() {
                 let xp = &x[(t * per + i) * plane..][..plane];
                 for oy in 0..win.oh {
