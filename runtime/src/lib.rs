@@ -5,9 +5,13 @@
 
 pub use dfdx;
 
+pub mod data;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    pub use crate::data::{
+        digits, ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
+    };
     pub use crate::state::{StateDict, StateError, StateMap};
 }
