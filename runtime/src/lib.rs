@@ -5,11 +5,13 @@
 
 pub use dfdx;
 
+pub mod checkpoint;
 pub mod data;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    pub use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointManager};
     pub use crate::data::{
         digits, ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
     };
