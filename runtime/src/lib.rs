@@ -7,6 +7,7 @@ pub use dfdx;
 
 pub mod checkpoint;
 pub mod data;
+pub mod logging;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
@@ -15,5 +16,6 @@ pub mod prelude {
     pub use crate::data::{
         digits, ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
     };
+    pub use crate::logging::{LoggingError, MetricsLogger, Progress};
     pub use crate::state::{StateDict, StateError, StateMap};
 }
