@@ -35,7 +35,7 @@ use super::LoggingError;
 /// data that itself contains CRCs stay well distributed.
 pub fn masked_crc32c(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 /// Frames `data` as one TFRecord.
