@@ -7,6 +7,7 @@ pub use dfdx;
 
 pub mod checkpoint;
 pub mod data;
+pub mod guard;
 pub mod logging;
 pub mod state;
 
@@ -16,6 +17,7 @@ pub mod prelude {
     pub use crate::data::{
         digits, ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
     };
+    pub use crate::guard::{check_finite, GuardError};
     pub use crate::logging::{LoggingError, MetricsLogger, Progress};
     pub use crate::state::{StateDict, StateError, StateMap};
 }
