@@ -154,6 +154,13 @@ fn resume_from_state_is_exact() {
     for _ in 0..10 {
         assert_eq!(labels(&mut a), labels(&mut b));
     }
+    // `set_state` alone does the same, seed included.
+    let mut c = L::<4>::new(ramp(18), &dev, LoaderConfig::new(5)).unwrap();
+    c.set_state(a.state()).unwrap();
+    assert_eq!(c.config().seed, 11);
+    for _ in 0..10 {
+        assert_eq!(labels(&mut a), labels(&mut c));
+    }
 }
 
 #[test]

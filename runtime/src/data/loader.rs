@@ -232,7 +232,8 @@ where
         self.state.epoch
     }
 
-    /// Continues the stream from `state` (drops prefetched batches).
+    /// Continues the stream from `state`, including its seed (drops
+    /// prefetched batches).
     ///
     /// Fails if `state.position` is past the end of the dataset.
     pub fn set_state(&mut self, state: LoaderState) -> Result<(), DataError> {
@@ -245,6 +246,8 @@ where
         }
         self.worker = None;
         self.pending.clear();
+        // The shuffles follow the state's seed from now on.
+        self.config.seed = state.seed;
         self.state = state;
         Ok(())
     }
@@ -580,7 +583,6 @@ where
                 reason: format!("position {position} is past the end of {len} examples"),
             });
         }
-        self.config.seed = seed;
         self.set_state(LoaderState {
             seed,
             epoch,
