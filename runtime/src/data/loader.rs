@@ -223,6 +223,19 @@ where
     }
 
     /// Where the stream is, counting batches already returned to the caller.
+    ///
+    /// ```
+    /// use flaxen_runtime::data::{digits, Loader, LoaderConfig, LoaderState};
+    /// use flaxen_runtime::dfdx::prelude::*;
+    ///
+    /// let (train, _) = digits::load().unwrap();
+    /// let mut l = Loader::<Rank3<1, 8, 8>, 500, f32, Cpu>::new(train, &Cpu::default(), LoaderConfig::new(9))
+    ///     .unwrap();
+    /// l.next_batch().unwrap();
+    /// assert_eq!(l.state(), LoaderState { seed: 9, epoch: 0, position: 500 });
+    /// l.next_stacked::<2>().unwrap(); // 1,500 examples: the epoch is over
+    /// assert_eq!(l.state(), LoaderState { seed: 9, epoch: 1, position: 0 });
+    /// ```
     pub fn state(&self) -> LoaderState {
         self.state
     }
@@ -298,6 +311,19 @@ where
     /// The next batch with a runtime batch axis: `B` examples, or fewer for
     /// an epoch's short last batch when `drop_last` is off. Use it for
     /// evaluation, where every example must be seen once.
+    ///
+    /// ```
+    /// use flaxen_runtime::data::{digits, Loader, LoaderConfig};
+    /// use flaxen_runtime::dfdx::prelude::*;
+    ///
+    /// let (_, test) = digits::load().unwrap();
+    /// let cfg = LoaderConfig::new(0).shuffle(false).drop_last(false);
+    /// let mut l = Loader::<Rank3<1, 8, 8>, 256, f32, Cpu>::new(test, &Cpu::default(), cfg).unwrap();
+    /// let (x, _) = l.next_batch_dyn().unwrap();
+    /// assert_eq!(x.shape().concrete(), [256, 1, 8, 8]);
+    /// let (x, y) = l.next_batch_dyn().unwrap();
+    /// assert_eq!((x.shape().0, y.shape().0), (41, 41)); // 297 = 256 + 41
+    /// ```
     #[allow(clippy::type_complexity)]
     pub fn next_batch_dyn(
         &mut self,

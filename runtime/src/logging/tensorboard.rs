@@ -33,6 +33,13 @@ use super::LoggingError;
 
 /// The CRC TFRecord stores: CRC-32C, rotated and offset so that CRCs of
 /// data that itself contains CRCs stay well distributed.
+///
+/// ```
+/// use flaxen_runtime::logging::tensorboard::masked_crc32c;
+///
+/// // crc32c("123456789") = 0xe3069283, rotated right by 15, plus 0xa282ead8.
+/// assert_eq!(masked_crc32c(b"123456789"), 0xe3069283u32.rotate_right(15).wrapping_add(0xa282ead8));
+/// ```
 pub fn masked_crc32c(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
@@ -92,12 +99,24 @@ fn event(wall_time: f64, step: Option<i64>, body: impl FnOnce(&mut Vec<u8>)) -> 
 }
 
 /// The `Event` bytes of the first record: `file_version = "brain.Event:2"`.
+///
+/// ```
+/// let e = flaxen_runtime::logging::tensorboard::file_version_event(0.0);
+/// assert_eq!(&e[9..11], &[0x1a, 13]);
+/// assert!(e.ends_with(b"brain.Event:2"));
+/// ```
 pub fn file_version_event(wall_time: f64) -> Vec<u8> {
     event(wall_time, None, |e| bytes_field(e, 3, b"brain.Event:2"))
 }
 
 /// The `Event` bytes of one scalar: `summary = 5 { value = 1 { tag = 1,
 /// simple_value = 2 (float) } }`.
+///
+/// ```
+/// let e = flaxen_runtime::logging::tensorboard::scalar_event(0.0, 7, "loss", 1.0);
+/// assert_eq!(&e[9..11], &[0x10, 7]); // step
+/// assert!(e.ends_with(&1.0f32.to_le_bytes()));
+/// ```
 pub fn scalar_event(wall_time: f64, step: i64, tag: &str, value: f32) -> Vec<u8> {
     let mut v = Vec::new();
     bytes_field(&mut v, 1, tag.as_bytes());
@@ -220,6 +239,15 @@ pub struct ScalarEvent {
 
 /// Splits a TFRecord file into record payloads, checking every length and
 /// both CRCs of every record.
+///
+/// ```
+/// use flaxen_runtime::logging::tensorboard::{read_records, tfrecord};
+///
+/// let path = std::env::temp_dir().join(format!("flaxen-records-{}", std::process::id()));
+/// std::fs::write(&path, [tfrecord(b"a"), tfrecord(b"bc")].concat()).unwrap();
+/// assert_eq!(read_records(&path).unwrap(), vec![b"a".to_vec(), b"bc".to_vec()]);
+/// # std::fs::remove_file(path).unwrap();
+/// ```
 pub fn read_records(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>, LoggingError> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|source| LoggingError::Io {
