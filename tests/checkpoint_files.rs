@@ -290,3 +290,44 @@ fn duplicate_keys_are_refused() {
     let err = ckpt.add("opt", &Moments(vec![1.0])).unwrap_err();
     assert!(matches!(err, CheckpointError::Duplicate { .. }));
 }
+
+/// A state that prefixes its own keys, saved and restored with name `""`
+/// next to a u64 part.
+struct Whole(Moments, Moments);
+impl StateDict<f32> for Whole {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<f32>) {
+        self.0.save_state(&format!("{prefix}a."), out);
+        self.1.save_state(&format!("{prefix}b."), out);
+    }
+    fn load_state(&mut self, prefix: &str, src: &StateMap<f32>) -> Result<(), StateError> {
+        let (mut a, mut b) = (self.0.clone(), self.1.clone());
+        a.load_state(&format!("{prefix}a."), src)?;
+        b.load_state(&format!("{prefix}b."), src)?;
+        (self.0, self.1) = (a, b);
+        Ok(())
+    }
+}
+
+#[test]
+fn an_unnamed_part_keeps_its_own_keys() {
+    let dev = Cpu::default();
+    let mut ckpt = Checkpoint::new(2);
+    let whole = Whole(Moments(vec![1.0]), Moments(vec![2.0, 3.0]));
+    ckpt.add("", &whole)
+        .unwrap()
+        .add("data", &loader(&dev, 1))
+        .unwrap();
+    let keys: Vec<&str> = ckpt.keys().collect();
+    assert_eq!(keys[..2], ["a.mu", "b.mu"]);
+    let mut back = Whole(Moments(vec![0.0]), Moments(vec![0.0; 2]));
+    let mut data = loader(&dev, 3);
+    ckpt.restore()
+        .part("", &mut back)
+        .part("data", &mut data)
+        .apply()
+        .unwrap();
+    assert_eq!((back.0, back.1), (whole.0, whole.1));
+    assert!(Checkpoint::new(0)
+        .add("", &Whole(Moments(vec![]), Moments(vec![])))
+        .is_ok());
+}

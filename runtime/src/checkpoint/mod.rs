@@ -157,6 +157,16 @@ pub struct Checkpoint {
 }
 
 const STEP_KEY: &str = "step";
+
+/// The key prefix of part `name`: `"name."`, or nothing for `""` (for an
+/// object whose keys already carry their own prefixes).
+pub(crate) fn prefix_of(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!("{name}.")
+    }
+}
 const FORMAT: &str = "flaxen-checkpoint";
 const VERSION: &str = "1";
 
@@ -192,7 +202,9 @@ impl Checkpoint {
     }
 
     /// Adds every tensor of `state` under `name.` (e.g. `"opt"` gives keys
-    /// `opt.<...>`).
+    /// `opt.<...>`). With `name = ""` the keys are the object's own, for a
+    /// state (such as a whole training state) that prefixes its parts itself;
+    /// `step` is reserved.
     ///
     /// ```
     /// use flaxen_runtime::checkpoint::Checkpoint;
@@ -219,7 +231,7 @@ impl Checkpoint {
         state: &S,
     ) -> Result<&mut Self, CheckpointError> {
         let mut map = StateMap::new();
-        state.save_state(&format!("{name}."), &mut map);
+        state.save_state(&prefix_of(name), &mut map);
         self.insert_map(map)
     }
 
@@ -235,7 +247,7 @@ impl Checkpoint {
         M: TensorCollection<E, D>,
     {
         let mut map = StateMap::new();
-        save_module_state(module, &format!("{name}."), &mut map);
+        save_module_state(module, &prefix_of(name), &mut map);
         self.insert_map(map)
     }
 
@@ -264,13 +276,18 @@ impl Checkpoint {
     /// The tensors under `name.` as element type `E`, keyed like
     /// [`StateDict::save_state`] with prefix `name.`.
     ///
-    /// Fails if one of them has another dtype.
+    /// Fails if one of them has another dtype. For `name = ""` it returns
+    /// every tensor of dtype `E` and skips the others (a file holds f32
+    /// parameters next to u64 data order).
     pub fn part<E: Element>(&self, name: &str) -> Result<StateMap<E>, CheckpointError> {
-        let prefix = format!("{name}.");
+        let prefix = prefix_of(name);
         let mut out = StateMap::new();
         for (key, t) in self.tensors.range(prefix.clone()..) {
             if !key.starts_with(&prefix) {
                 break;
+            }
+            if prefix.is_empty() && t.dtype != E::dtype() {
+                continue;
             }
             if t.dtype != E::dtype() {
                 return Err(CheckpointError::Dtype {
@@ -290,6 +307,17 @@ impl Checkpoint {
             );
         }
         Ok(out)
+    }
+
+    /// The dtype error for `key`, if the file has it with a dtype other than `E`.
+    pub(crate) fn dtype_error<E: Element>(&self, key: &str) -> Option<CheckpointError> {
+        let t = self.tensors.get(key)?;
+        (t.dtype != E::dtype()).then(|| CheckpointError::Dtype {
+            path: self.path.clone(),
+            key: key.to_string(),
+            expected: E::NAME.into(),
+            found: dtype_name(t.dtype),
+        })
     }
 
     /// Starts loading this checkpoint into live objects; see [`Restore`].

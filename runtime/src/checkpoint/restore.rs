@@ -6,7 +6,9 @@ use crate::dfdx::nn::tensor_collection::TensorCollection;
 use crate::dfdx::prelude::{Device, Dtype as DfdxDtype};
 use crate::state::{StateDict, StateError, StateMap};
 
-use super::{load_module_state, save_module_state, Checkpoint, CheckpointError, Element};
+use super::{
+    load_module_state, prefix_of, save_module_state, Checkpoint, CheckpointError, Element,
+};
 
 /// One object to restore, with its dtype erased so parts of different dtypes
 /// (f32 parameters, u64 data order) can be listed together.
@@ -28,7 +30,7 @@ struct Typed<E, T> {
 
 impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
     fn prepare(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
-        let prefix = format!("{}.", self.name);
+        let prefix = prefix_of(&self.name);
         self.decoded = ckpt.part::<E>(&self.name)?;
         self.snapshot.clear();
         self.target.save_state(&prefix, &mut self.snapshot);
@@ -36,10 +38,10 @@ impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
         // anything more is for the object's own `load_state` to judge (an
         // optimizer may allocate its moments lazily).
         for (key, live) in &self.snapshot {
-            let stored = self
-                .decoded
-                .get(key)
-                .ok_or_else(|| ckpt.mismatch(StateError::Missing { key: key.clone() }))?;
+            let stored = self.decoded.get(key).ok_or_else(|| {
+                ckpt.dtype_error::<E>(key)
+                    .unwrap_or_else(|| ckpt.mismatch(StateError::Missing { key: key.clone() }))
+            })?;
             if stored.shape != live.shape {
                 return Err(ckpt.mismatch(StateError::Shape {
                     key: key.clone(),
@@ -52,14 +54,14 @@ impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
     }
 
     fn commit(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
-        let prefix = format!("{}.", self.name);
+        let prefix = prefix_of(&self.name);
         self.target
             .load_state(&prefix, &self.decoded)
             .map_err(|e| ckpt.mismatch(e))
     }
 
     fn rollback(&mut self) {
-        let prefix = format!("{}.", self.name);
+        let prefix = prefix_of(&self.name);
         // The object's own saved state always loads back.
         let _ = self.target.load_state(&prefix, &self.snapshot);
     }
