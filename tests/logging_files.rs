@@ -150,6 +150,20 @@ fn metrics_logger_writes_jsonl_and_events() {
     assert_eq!(scalars.len(), 2);
     assert_eq!(scalars[1].tag, "train/accuracy");
     assert!(JsonlWriter::format_line(1, "train", &[("step", 1.0)]).is_err());
+    // Numbers read back as the same value, in their shortest form.
+    for v in [0.1f32 as f64, 0.1, 1e-7, 123456789.0, -2.5e300, 1.0 / 3.0] {
+        let line = JsonlWriter::format_line(0, "x", &[("v", v)]).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let back = parsed["v"].as_f64().unwrap();
+        if (v as f32) as f64 == v {
+            // Printed as the f32 it is: reads back as the same f32.
+            assert_eq!(back as f32, v as f32, "{line}");
+        } else {
+            assert_eq!(back, v, "{line}");
+        }
+    }
+    let line = JsonlWriter::format_line(0, "x", &[("v", 0.1f32 as f64)]).unwrap();
+    assert!(line.ends_with(r#""v":0.1}"#), "{line}");
 }
 
 #[test]

@@ -8,13 +8,15 @@ use super::LoggingError;
 
 /// Appends one JSON object per line:
 /// `{"step":100,"split":"train","loss":0.25,"accuracy":0.9}`, keys in the
-/// order given. Non-finite values are written as `null` (JSON has no NaN).
+/// order given. Numbers are written in their shortest round-trip form (as
+/// `f32` when they are one), non-finite values as `null` (JSON has no NaN).
 ///
 /// ```
 /// use flaxen_runtime::logging::JsonlWriter;
 ///
-/// let line = JsonlWriter::format_line(100, "train", &[("loss", 0.25), ("accuracy", 0.5)]).unwrap();
-/// assert_eq!(line, r#"{"step":100,"split":"train","loss":0.25,"accuracy":0.5}"#);
+/// let line = JsonlWriter::format_line(100, "train", &[("loss", 0.1f32 as f64), ("accuracy", 0.5)])
+///     .unwrap();
+/// assert_eq!(line, r#"{"step":100,"split":"train","loss":0.1,"accuracy":0.5}"#);
 /// ```
 #[derive(Debug)]
 pub struct JsonlWriter {
@@ -58,11 +60,7 @@ impl JsonlWriter {
             if name.is_empty() || *name == "step" || *name == "split" {
                 return Err(LoggingError::Name((*name).to_string()));
             }
-            let value = if value.is_finite() {
-                serde_json::Value::from(*value).to_string()
-            } else {
-                "null".to_string()
-            };
+            let value = json_number(*value);
             line.push_str(&format!(",{}:{value}", json_string(name)));
         }
         line.push('}');
@@ -89,6 +87,21 @@ impl JsonlWriter {
             path: self.path.clone(),
             source,
         })
+    }
+}
+
+/// The shortest decimal that reads back as the same number: as an `f32`
+/// when the value is one (it then reads back as the same `f32`) (a loss read from an f32 device tensor prints as
+/// `0.1`, not `0.10000000149011612`), else as an `f64`. Rust's `{:?}` float
+/// syntax (`1.0`, `0.25`, `1e-7`) is valid JSON; NaN and infinities are not,
+/// so they become `null`.
+fn json_number(v: f64) -> String {
+    if !v.is_finite() {
+        "null".to_string()
+    } else if (v as f32) as f64 == v {
+        format!("{:?}", v as f32)
+    } else {
+        format!("{v:?}")
     }
 }
 
