@@ -238,3 +238,58 @@ fn digits_load_into_a_loader() {
         .collect();
     assert_eq!(sizes, vec![100, 100, 97]);
 }
+
+/// Counts reads and remembers which thread made them.
+struct Watched {
+    reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    threads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+impl Dataset for Watched {
+    fn len(&self) -> usize {
+        1000
+    }
+    fn example_shape(&self) -> &[usize] {
+        &[2]
+    }
+    fn get(&self, i: usize, x: &mut [f32]) -> Result<usize, DataError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let mut threads = self.threads.lock().unwrap();
+        if !threads.contains(&name) {
+            threads.push(name);
+        }
+        x.fill(i as f32);
+        Ok(i % 10)
+    }
+}
+
+#[test]
+fn batches_are_assembled_ahead_on_a_bounded_worker_thread() {
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let threads = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let ds = Watched {
+        reads: reads.clone(),
+        threads: threads.clone(),
+    };
+    let dev = Cpu::default();
+    let mut l =
+        Loader::<Rank1<2>, 10, f32, Cpu>::new(ds, &dev, LoaderConfig::new(0).prefetch(2)).unwrap();
+    assert_eq!(
+        reads.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "lazy start"
+    );
+    l.next_batch().unwrap();
+    // Wait (on a busy machine, up to 10 s) for the worker to fill the queue,
+    // then give it time to overrun it if it could.
+    let start = std::time::Instant::now();
+    while reads.load(std::sync::atomic::Ordering::SeqCst) < 30 && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let n = reads.load(std::sync::atomic::Ordering::SeqCst);
+    // The batch taken, 2 queued and at most one waiting to be queued.
+    assert!((30..=40).contains(&n), "{n} reads");
+    assert_eq!(*threads.lock().unwrap(), vec!["flaxen-loader".to_string()]);
+    drop(l); // joins the worker without hanging
+}
