@@ -5,7 +5,11 @@
 
 pub use dfdx;
 
+pub mod checkpoint;
+pub mod data;
+pub mod guard;
 pub mod layers;
+pub mod logging;
 pub mod scan;
 pub mod state;
 
@@ -13,11 +17,17 @@ pub mod state;
 pub mod prelude {
     // As in dfdx's prelude (where `Linear` is the builder), `Conv2D` here is
     // the builder; the built module is `flaxen_runtime::layers::Conv2D`.
+    pub use crate::checkpoint::{Checkpoint, CheckpointError, CheckpointManager};
+    pub use crate::data::{
+        digits, ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
+    };
+    pub use crate::guard::{check_finite, GuardError};
     pub use crate::layers::builder::Conv2D;
     pub use crate::layers::{
         conv_out_size, same_padding, AvgPool2D, ConvGeometry, Flatten2D, FlaxenDevice, MaxPool2D,
         PoolKind, Window2D,
     };
+    pub use crate::logging::{LoggingError, MetricsLogger, Progress};
     pub use crate::scan::{stack_batches, SelectStep, Stacked};
     pub use crate::state::{StateDict, StateError, StateMap};
 }
