@@ -5,9 +5,19 @@
 
 pub use dfdx;
 
+pub mod optim;
+pub mod schedule;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    pub use crate::optim::{
+        adam, adamw, add_decayed_weights, apply_updates, chain, clip_by_global_norm, identity,
+        multi_steps, rmsprop, scale, scale_by_schedule, sgd, GradientTransformation,
+    };
+    pub use crate::schedule::{
+        constant, cosine_decay, exponential_decay, linear, piecewise_constant,
+        warmup_cosine_decay, Schedule,
+    };
     pub use crate::state::{StateDict, StateError, StateMap};
 }
