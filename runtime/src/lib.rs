@@ -5,9 +5,12 @@
 
 pub use dfdx;
 
+pub mod losses;
+pub mod metrics;
 pub mod optim;
 pub mod schedule;
 pub mod state;
+pub mod train_state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
