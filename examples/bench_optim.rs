@@ -1,49 +1,124 @@
-use flaxen_runtime::dfdx::prelude::*;
-use flaxen_runtime::dfdx::optim::*;
+//! One optimizer update on the seed CNN's 824,458 parameters: flaxen `adam`
+//! versus dfdx's `Adam`. Prints one JSON line.
+//!
+//! The parameters are raw tensors with the seed CNN's shapes (conv 1→32 3x3,
+//! conv 32→64 3x3, dense 3136→256, dense 256→10): an optimizer only sees
+//! tensors, so this is the same work as on the real model.
+//!
+//! `cargo run --release --example bench_optim [iterations]`
+
+use flaxen::runtime::dfdx::nn::tensor_collection::*;
+use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
+use flaxen::runtime::dfdx::prelude::*;
+use flaxen::runtime::optim::{adam, apply_updates, GradientTransformation};
 use std::time::Instant;
 
-fn main() {
-    let dev: Cpu = Default::default();
-    
-    let mut p: Tensor<Rank1<824458>, f32, Cpu> = dev.sample_normal();
-    let mut grads = p.alloc_grads();
-    let g: Tensor<Rank1<824458>, f32, Cpu> = dev.sample_normal();
-    // fill grads
-    let _ = &mut grads;
-    let loss = (p.leaky_trace() * g.clone()).sum();
-    let grads = loss.backward();
-    let mut opt = Adam::new(&p, AdamConfig::default());
-    for _ in 0..3 { opt.update(&mut p, &grads).unwrap(); }
-    let t = Instant::now();
-    let iters = 50;
-    for _ in 0..iters { opt.update(&mut p, &grads).unwrap(); }
-    let dt = t.elapsed().as_secs_f64() / iters as f64;
-    println!("dfdx adam {:.3} ms", dt * 1e3);
+#[derive(Debug, Clone)]
+struct SeedCnnParams<E: Dtype, D: Storage<E>> {
+    conv_0_kernel: Tensor<Rank4<32, 1, 3, 3>, E, D>,
+    conv_0_bias: Tensor<Rank1<32>, E, D>,
+    conv_1_kernel: Tensor<Rank4<64, 32, 3, 3>, E, D>,
+    conv_1_bias: Tensor<Rank1<64>, E, D>,
+    dense_0_kernel: Tensor<Rank2<3136, 256>, E, D>,
+    dense_0_bias: Tensor<Rank1<256>, E, D>,
+    dense_1_kernel: Tensor<Rank2<256, 10>, E, D>,
+    dense_1_bias: Tensor<Rank1<10>, E, D>,
+}
 
-    let mut m: Tensor<Rank1<824458>, f32, Cpu> = dev.zeros();
-    let mut v: Tensor<Rank1<824458>, f32, Cpu> = dev.zeros();
-    let mut step = |p: &mut Tensor<Rank1<824458>, f32, Cpu>| {
-        let g = grads.get(p);
-        m.axpy(0.9, &g, 0.1);
-        v.axpy(0.999, &g.square(), 0.001);
-        let u = (m.clone() * 1.1) / ((v.clone() * 1.2).sqrt() + 1e-8) * (-1e-3);
-        p.axpy(1.0, &u, 1.0);
+impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for SeedCnnParams<E, D> {
+    type To<E2: Dtype, D2: Device<E2>> = SeedCnnParams<E2, D2>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            ((
+                Self::tensor("conv_0.kernel", |s| &s.conv_0_kernel, |s| &mut s.conv_0_kernel, TensorOptions::reset_to_zeros()),
+                Self::tensor("conv_0.bias", |s| &s.conv_0_bias, |s| &mut s.conv_0_bias, TensorOptions::reset_to_zeros()),
+                Self::tensor("conv_1.kernel", |s| &s.conv_1_kernel, |s| &mut s.conv_1_kernel, TensorOptions::reset_to_zeros()),
+                Self::tensor("conv_1.bias", |s| &s.conv_1_bias, |s| &mut s.conv_1_bias, TensorOptions::reset_to_zeros())), (
+                Self::tensor("dense_0.kernel", |s| &s.dense_0_kernel, |s| &mut s.dense_0_kernel, TensorOptions::reset_to_zeros()),
+                Self::tensor("dense_0.bias", |s| &s.dense_0_bias, |s| &mut s.dense_0_bias, TensorOptions::reset_to_zeros()),
+                Self::tensor("dense_1.kernel", |s| &s.dense_1_kernel, |s| &mut s.dense_1_kernel, TensorOptions::reset_to_zeros()),
+                Self::tensor("dense_1.bias", |s| &s.dense_1_bias, |s| &mut s.dense_1_bias, TensorOptions::reset_to_zeros()),
+            )),
+            |((a, b, c, d), (e, f, g, h))| SeedCnnParams {
+                conv_0_kernel: a,
+                conv_0_bias: b,
+                conv_1_kernel: c,
+                conv_1_bias: d,
+                dense_0_kernel: e,
+                dense_0_bias: f,
+                dense_1_kernel: g,
+                dense_1_bias: h,
+            },
+        )
+    }
+}
+
+/// Gradients equal to random normal values, written by backward passes.
+fn random_grads(m: &SeedCnnParams<f32, Cpu>, dev: &Cpu) -> Gradients<f32, Cpu> {
+    fn add<S: ConstShape>(t: &Tensor<S, f32, Cpu>, g: Gradients<f32, Cpu>, dev: &Cpu) -> Gradients<f32, Cpu> {
+        let r: Tensor<S, f32, Cpu> = dev.sample_normal();
+        (t.clone().traced(g) * r).sum().backward()
+    }
+    let mut g = m.alloc_grads();
+    g = add(&m.conv_0_kernel, g, dev);
+    g = add(&m.conv_0_bias, g, dev);
+    g = add(&m.conv_1_kernel, g, dev);
+    g = add(&m.conv_1_bias, g, dev);
+    g = add(&m.dense_0_kernel, g, dev);
+    g = add(&m.dense_0_bias, g, dev);
+    g = add(&m.dense_1_kernel, g, dev);
+    add(&m.dense_1_bias, g, dev)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let iters: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let dev: Cpu = Cpu::seed_from_u64(0);
+    let mut ours = SeedCnnParams {
+        conv_0_kernel: dev.sample_normal(),
+        conv_0_bias: dev.sample_normal(),
+        conv_1_kernel: dev.sample_normal(),
+        conv_1_bias: dev.sample_normal(),
+        dense_0_kernel: dev.sample_normal(),
+        dense_0_bias: dev.sample_normal(),
+        dense_1_kernel: dev.sample_normal(),
+        dense_1_bias: dev.sample_normal(),
     };
-    for _ in 0..3 { step(&mut p); }
-    let t = Instant::now();
-    for _ in 0..iters { step(&mut p); }
-    let dt2 = t.elapsed().as_secs_f64() / iters as f64;
-    println!("composed {:.3} ms ratio {:.2}", dt2 * 1e3, dt2/dt);
-    let t = Instant::now();
-    for _ in 0..iters { let _g = grads.get(&p); }
-    println!("grads.get {:.3} ms", t.elapsed().as_secs_f64() / iters as f64 * 1e3);
-    let t = Instant::now();
-    for _ in 0..iters { let _g = m.clone() * 1.1; }
-    println!("scalar mul {:.3} ms", t.elapsed().as_secs_f64() / iters as f64 * 1e3);
-    let t = Instant::now();
-    for _ in 0..iters { let _g = m.clone() / v.clone(); }
-    println!("div {:.3} ms", t.elapsed().as_secs_f64() / iters as f64 * 1e3);
-    let t = Instant::now();
-    for _ in 0..iters { p.axpy(1.0, &m, 1e-9); }
-    println!("axpy {:.3} ms", t.elapsed().as_secs_f64() / iters as f64 * 1e3);
+    let n = ours.num_trainable_params();
+    assert_eq!(n, 824_458);
+    let mut theirs = ours.clone();
+    let mut grads = random_grads(&ours, &dev);
+    let grads_theirs = random_grads(&theirs, &dev);
+
+    let tx = adam(1e-3);
+    let mut state = tx.init_model(&ours).unwrap();
+    let mut opt = Adam::new(&theirs, AdamConfig::default());
+
+    let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
+    for i in 0..iters + 3 {
+        // Interleaved, so that both see the same machine load.
+        let t = Instant::now();
+        let updates = tx.update_model(&mut state, grads, &ours).unwrap();
+        grads = apply_updates(&mut ours, updates).unwrap();
+        let a = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        opt.update(&mut theirs, &grads_theirs).unwrap();
+        let b = t.elapsed().as_secs_f64();
+        if i >= 3 {
+            t_ours.push(a * 1e3);
+            t_theirs.push(b * 1e3);
+        }
+    }
+    let (a, b) = (median(t_ours), median(t_theirs));
+    println!(
+        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3}}}",
+        a / b
+    );
 }
