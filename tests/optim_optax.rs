@@ -34,7 +34,14 @@ struct Fixture {
     cases: Vec<Case>,
 }
 
+/// Runs the case twice: through `update_model` + `apply_updates`, and
+/// through `apply_model` (the fused in-place path `TrainState` uses).
 fn run<T: GradientTransformation<f32, Cpu>>(case: &Case, tx: T) {
+    run_path(case, &tx, false);
+    run_path(case, &tx, true);
+}
+
+fn run_path<T: GradientTransformation<f32, Cpu>>(case: &Case, tx: &T, fused: bool) {
     assert_eq!(case.init.w.shape, [3, 4]);
     assert_eq!(case.init.b.shape, [4]);
     let dev: Cpu = Default::default();
@@ -45,9 +52,13 @@ fn run<T: GradientTransformation<f32, Cpu>>(case: &Case, tx: T) {
     let mut state = tx.init_model(&model).unwrap();
     for (step, (g, want)) in case.grads.iter().zip(&case.params_after_each_step).enumerate() {
         let grads = grads_of(&model, &g.w.data, &g.b.data);
-        let updates = tx.update_model(&mut state, grads, &model).unwrap();
-        apply_updates(&mut model, updates).unwrap();
-        let what = format!("{} step {}", case.name, step + 1);
+        if fused {
+            tx.apply_model(&mut state, grads, &mut model).unwrap();
+        } else {
+            let updates = tx.update_model(&mut state, grads, &model).unwrap();
+            apply_updates(&mut model, updates).unwrap();
+        }
+        let what = format!("{} step {} (fused: {fused})", case.name, step + 1);
         assert_close(&format!("{what} w"), &model.w.as_vec(), &want.w.data, 1e-5, 1e-2);
         assert_close(&format!("{what} b"), &model.b.as_vec(), &want.b.data, 1e-5, 1e-2);
     }

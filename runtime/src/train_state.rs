@@ -37,7 +37,7 @@ use dfdx::nn::tensor_collection::{
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::{apply_updates, GradientTransformation, Params};
+use crate::optim::{GradientTransformation, Params};
 use crate::state::{HostTensor, StateDict, StateError, StateMap};
 
 /// Everything that changes during training.
@@ -132,8 +132,7 @@ where
     /// (`params += tx.update(grads)`), advances the step, and keeps the
     /// buffers for the next [`value_and_grad`](Self::value_and_grad).
     pub fn apply_gradients(&mut self, grads: Gradients<E, D>) -> Result<(), D::Err> {
-        let updates = self.tx.update_model(&mut self.opt_state, grads, &self.params)?;
-        let grads = apply_updates(&mut self.params, updates)?;
+        let grads = self.tx.apply_model(&mut self.opt_state, grads, &mut self.params)?;
         self.grads = Some(grads);
         self.step += 1;
         Ok(())

@@ -1,9 +1,9 @@
 //! `adam` and `adamw` (Optax `adam` / `adamw`).
 
-use dfdx::prelude::Dtype;
-use dfdx::tensor_ops::{AdamConfig, Device};
+use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
+use dfdx::tensor_ops::{AdamConfig, Device, WeightDecay};
 
-use super::fused::{load_count, save_count, Buffers};
+use super::fused::{load_count, save_count, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -134,28 +134,71 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err> {
-        let lr = self.learning_rate.value(state.count);
-        state.count += 1;
-        let t = i32::try_from(state.count).unwrap_or(i32::MAX);
-        let cfg = AdamConfig {
-            lr,
-            betas: [self.b1, self.b2],
-            eps: self.eps,
-            weight_decay: None,
-        };
+        let (lr, kernel) = self.next(state, None);
         let wd = self.weight_decay;
-        state.buffers.step(updates, params, |i, out, m, g| {
-            let [mu, nu] = m else {
-                unreachable!("adam has two moments")
-            };
-            // out starts at zero, so `out -= lr * m̂ / (sqrt(v̂) + eps)`
-            // leaves exactly Optax's update.
-            cfg.try_update(t, out, mu, nu, g)?;
+        state.buffers.step(updates, params, &kernel, |i, out| {
+            // Optax adamw: -lr * (direction + wd * params).
             if wd != 0.0 {
                 out.try_axpy(1.0, &params.leaves()[i], -lr * wd)?;
             }
             Ok(())
         })
+    }
+
+    fn apply_model<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        mut grads: Gradients<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        // dfdx's decoupled decay subtracts `lr * (step + wd * p)`, which is
+        // Optax's adamw update.
+        let decay = (self.weight_decay != 0.0).then_some(WeightDecay::Decoupled(self.weight_decay));
+        let (_, kernel) = self.next(state, decay);
+        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
+        Ok(grads)
+    }
+}
+
+impl<L: Schedule> Adam<L> {
+    /// Advances the count and returns this step's learning rate and kernel.
+    fn next<E, D: Storage<E>>(
+        &self,
+        state: &mut AdamState<E, D>,
+        weight_decay: Option<WeightDecay>,
+    ) -> (f64, AdamKernel) {
+        let lr = self.learning_rate.value(state.count);
+        state.count += 1;
+        let kernel = AdamKernel {
+            t: i32::try_from(state.count).unwrap_or(i32::MAX),
+            cfg: AdamConfig {
+                lr,
+                betas: [self.b1, self.b2],
+                eps: self.eps,
+                weight_decay,
+            },
+        };
+        (lr, kernel)
+    }
+}
+
+/// dfdx's fused Adam kernel at step `t` (1-based, for the bias correction).
+struct AdamKernel {
+    t: i32,
+    cfg: AdamConfig,
+}
+
+impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
+    fn run<S: Shape>(
+        &self,
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+    ) -> Result<(), D::Err> {
+        let [mu, nu] = moments else {
+            unreachable!("adam has two moments")
+        };
+        self.cfg.try_update(self.t, param, mu, nu, grad)
     }
 }
 

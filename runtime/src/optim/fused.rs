@@ -9,11 +9,25 @@
 
 use std::sync::Arc;
 
-use dfdx::prelude::{Dtype, Gradients, HasShape, Storage};
+use dfdx::nn::tensor_collection::{
+    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut,
+};
+use dfdx::prelude::{Dtype, Gradients, HasShape, Shape, Storage, Tensor};
 use dfdx::tensor_ops::Device;
 
 use super::leaves::{copy_into, Leaf, LeafInfo, Params, Scratch, Updates};
 use crate::state::{HostTensor, StateError, StateMap};
+
+/// One of dfdx's fused optimizer kernels with its configuration for this
+/// step: `param -= step(grad, moments)`.
+pub(crate) trait Kernel<E: Dtype, D: Device<E>> {
+    fn run<S: Shape>(
+        &self,
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+    ) -> Result<(), D::Err>;
+}
 
 /// Per-leaf output tensors and moment buffers.
 #[derive(Debug, Clone)]
@@ -53,16 +67,18 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
         })
     }
 
-    /// Runs `kernel(out, moments, grad)` for every leaf, with `out` zeroed
-    /// first, and makes `out` the leaf's update.
-    pub(crate) fn step<F>(
+    /// Runs `kernel` on every leaf with a zeroed `out` as the parameter, so
+    /// that `out` ends up as exactly `-step`, then `post(i, out)`, and makes
+    /// `out` the leaf's update.
+    pub(crate) fn step<K: Kernel<E, D>, F>(
         &mut self,
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
-        mut kernel: F,
+        kernel: &K,
+        mut post: F,
     ) -> Result<(), D::Err>
     where
-        F: FnMut(usize, &mut Leaf<E, D>, &mut [&mut <D as Storage<E>>::Vec], &<D as Storage<E>>::Vec) -> Result<(), D::Err>,
+        F: FnMut(usize, &mut Leaf<E, D>) -> Result<(), D::Err>,
     {
         assert_eq!(self.out.len(), params.len(), "optimizer state built for another model");
         let mut scratch = Scratch::new();
@@ -75,9 +91,33 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
                 moments.push(b.get_or_alloc_mut(key)?);
             }
             let g = updates.buffer(i, params, &mut scratch)?;
-            kernel(i, &mut self.out[i], &mut moments, g)?;
+            kernel.run(&mut self.out[i], &mut moments, g)?;
+            post(i, &mut self.out[i])?;
             updates.set(i, self.out[i].clone());
         }
+        Ok(())
+    }
+
+    /// Runs `kernel` directly on the parameters of `model` (one pass per
+    /// tensor, as dfdx's own optimizers do). A gradient that backward never
+    /// wrote counts as zeros.
+    pub(crate) fn apply_in_place<M: TensorCollection<E, D>, K: Kernel<E, D>>(
+        &mut self,
+        grads: &mut Gradients<E, D>,
+        model: &mut M,
+        kernel: &K,
+    ) -> Result<(), D::Err> {
+        let mut op = InPlace {
+            buffers: self,
+            grads,
+            kernel,
+            i: 0,
+        };
+        M::iter_tensors(&mut RecursiveWalker {
+            m: model,
+            f: &mut op,
+        })?;
+        assert_eq!(op.i, self.out.len(), "optimizer state built for another model");
         Ok(())
     }
 
@@ -176,4 +216,38 @@ pub(crate) fn load_count<E: Dtype>(key: &str, src: &StateMap<E>) -> Result<u64, 
         });
     }
     Ok(v as u64)
+}
+
+struct InPlace<'a, E, D: Storage<E>, K> {
+    buffers: &'a mut Buffers<E, D>,
+    grads: &'a mut Gradients<E, D>,
+    kernel: &'a K,
+    i: usize,
+}
+
+impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_, E, D, K> {
+    type Viewer = ViewTensorMut;
+    type Err = D::Err;
+    type E2 = E;
+    type D2 = D;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, E, D>,
+        p: &mut Tensor<S, E, D>,
+    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
+        if !opts.do_gradient_update {
+            return Ok(None);
+        }
+        let key = &self.buffers.out[self.i];
+        assert_eq!(key.shape().0, p.shape().num_elements(), "optimizer state built for another model");
+        self.i += 1;
+        let mut moments = Vec::with_capacity(self.buffers.bufs.len());
+        for b in self.buffers.bufs.iter_mut() {
+            moments.push(b.get_or_alloc_mut(key)?);
+        }
+        let g = self.grads.get_or_alloc_mut(p)?;
+        self.kernel.run(p, &mut moments, g)?;
+        Ok(None)
+    }
 }

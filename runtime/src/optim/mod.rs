@@ -137,4 +137,35 @@ pub trait GradientTransformation<E: Dtype, D: Device<E>> {
         self.update(state, &mut updates, &params)?;
         Ok(updates)
     }
+
+    /// [`update_model`](Self::update_model) followed by [`apply_updates`]:
+    /// updates `model` in place and gives the gradient buffers back for
+    /// reuse.
+    ///
+    /// `sgd`, `adam`, `adamw` and `rmsprop` used alone override this to run
+    /// dfdx's fused kernel directly on the parameters (one pass per tensor,
+    /// the cost of dfdx's own optimizers). The result equals the two-step
+    /// path up to float rounding (bit for bit except `adamw`, which folds its
+    /// decay into the kernel).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let mut model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let tx = adam(1e-3);
+    /// let mut state = tx.init_model(&model).unwrap();
+    /// let grads = model.alloc_grads();
+    /// let grads = tx.apply_model(&mut state, grads, &mut model).unwrap();
+    /// # let _ = grads;
+    /// ```
+    fn apply_model<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        grads: Gradients<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        let updates = self.update_model(state, grads, model)?;
+        apply_updates(model, updates)
+    }
 }

@@ -1,9 +1,9 @@
 //! `rmsprop` (Optax `rmsprop` with its defaults).
 
-use dfdx::prelude::Dtype;
+use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, RMSpropConfig};
 
-use super::fused::{load_count, save_count, Buffers};
+use super::fused::{load_count, save_count, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -84,22 +84,53 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for RmsPr
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err> {
+        let kernel = self.next(state);
+        state.buffers.step(updates, params, &kernel, |_, _| Ok(()))
+    }
+
+    fn apply_model<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        mut grads: Gradients<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        let kernel = self.next(state);
+        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
+        Ok(grads)
+    }
+}
+
+impl<L: Schedule> RmsProp<L> {
+    /// Advances the count and returns this step's kernel configuration.
+    fn next<E, D: Storage<E>>(&self, state: &mut RmsPropState<E, D>) -> RmsPropKernel {
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
-        let cfg = RMSpropConfig {
+        RmsPropKernel(RMSpropConfig {
             lr,
             alpha: self.decay,
             eps: self.eps,
             momentum: None,
             centered: false,
             weight_decay: None,
-        };
-        state.buffers.step(updates, params, |_, out, b, g| {
-            let [nu, momentum, grad_avg] = b else {
-                unreachable!("rmsprop has three buffers")
-            };
-            cfg.try_update(out, momentum, nu, grad_avg, g)
         })
+    }
+}
+
+/// dfdx's fused RMSprop kernel (eps inside the square root, as Optax's
+/// default `eps_in_sqrt=True`).
+struct RmsPropKernel(RMSpropConfig);
+
+impl<E: Dtype, D: Device<E>> Kernel<E, D> for RmsPropKernel {
+    fn run<S: Shape>(
+        &self,
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+    ) -> Result<(), D::Err> {
+        let [nu, momentum, grad_avg] = moments else {
+            unreachable!("rmsprop has three buffers")
+        };
+        self.0.try_update(param, momentum, nu, grad_avg, grad)
     }
 }
 

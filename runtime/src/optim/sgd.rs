@@ -1,9 +1,9 @@
 //! `sgd` with optional (Nesterov) momentum (Optax `sgd`).
 
-use dfdx::prelude::Dtype;
+use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig};
 
-use super::fused::{load_count, save_count, Buffers};
+use super::fused::{load_count, save_count, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -64,9 +64,28 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Sgd<L
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err> {
+        let kernel = self.next(state);
+        state.buffers.step(updates, params, &kernel, |_, _| Ok(()))
+    }
+
+    fn apply_model<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        mut grads: Gradients<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        let kernel = self.next(state);
+        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
+        Ok(grads)
+    }
+}
+
+impl<L: Schedule> Sgd<L> {
+    /// Advances the count and returns this step's kernel configuration.
+    fn next<E, D: Storage<E>>(&self, state: &mut SgdState<E, D>) -> SgdKernel {
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
-        let cfg = SgdConfig {
+        SgdKernel(SgdConfig {
             lr,
             momentum: self.momentum.map(|m| {
                 if self.nesterov {
@@ -76,10 +95,21 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Sgd<L
                 }
             }),
             weight_decay: None,
-        };
-        state.buffers.step(updates, params, |_, out, v, g| {
-            cfg.try_update(out, v[0], g)
         })
+    }
+}
+
+/// dfdx's fused SGD kernel.
+struct SgdKernel(SgdConfig);
+
+impl<E: Dtype, D: Device<E>> Kernel<E, D> for SgdKernel {
+    fn run<S: Shape>(
+        &self,
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+    ) -> Result<(), D::Err> {
+        self.0.try_update(param, moments[0], grad)
     }
 }
 
