@@ -32,16 +32,60 @@ impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for SeedCnnParams<E, D> {
         visitor: &mut V,
     ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
         visitor.visit_fields(
-            ((
-                Self::tensor("conv_0.kernel", |s| &s.conv_0_kernel, |s| &mut s.conv_0_kernel, TensorOptions::reset_to_zeros()),
-                Self::tensor("conv_0.bias", |s| &s.conv_0_bias, |s| &mut s.conv_0_bias, TensorOptions::reset_to_zeros()),
-                Self::tensor("conv_1.kernel", |s| &s.conv_1_kernel, |s| &mut s.conv_1_kernel, TensorOptions::reset_to_zeros()),
-                Self::tensor("conv_1.bias", |s| &s.conv_1_bias, |s| &mut s.conv_1_bias, TensorOptions::reset_to_zeros())), (
-                Self::tensor("dense_0.kernel", |s| &s.dense_0_kernel, |s| &mut s.dense_0_kernel, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_0.bias", |s| &s.dense_0_bias, |s| &mut s.dense_0_bias, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_1.kernel", |s| &s.dense_1_kernel, |s| &mut s.dense_1_kernel, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_1.bias", |s| &s.dense_1_bias, |s| &mut s.dense_1_bias, TensorOptions::reset_to_zeros()),
-            )),
+            (
+                (
+                    Self::tensor(
+                        "conv_0.kernel",
+                        |s| &s.conv_0_kernel,
+                        |s| &mut s.conv_0_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_0.bias",
+                        |s| &s.conv_0_bias,
+                        |s| &mut s.conv_0_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_1.kernel",
+                        |s| &s.conv_1_kernel,
+                        |s| &mut s.conv_1_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_1.bias",
+                        |s| &s.conv_1_bias,
+                        |s| &mut s.conv_1_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                ),
+                (
+                    Self::tensor(
+                        "dense_0.kernel",
+                        |s| &s.dense_0_kernel,
+                        |s| &mut s.dense_0_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_0.bias",
+                        |s| &s.dense_0_bias,
+                        |s| &mut s.dense_0_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_1.kernel",
+                        |s| &s.dense_1_kernel,
+                        |s| &mut s.dense_1_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_1.bias",
+                        |s| &s.dense_1_bias,
+                        |s| &mut s.dense_1_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                ),
+            ),
             |((a, b, c, d), (e, f, g, h))| SeedCnnParams {
                 conv_0_kernel: a,
                 conv_0_bias: b,
@@ -58,7 +102,11 @@ impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for SeedCnnParams<E, D> {
 
 /// Gradients equal to random normal values, written by backward passes.
 fn random_grads(m: &SeedCnnParams<f32, Cpu>, dev: &Cpu) -> Gradients<f32, Cpu> {
-    fn add<S: ConstShape>(t: &Tensor<S, f32, Cpu>, g: Gradients<f32, Cpu>, dev: &Cpu) -> Gradients<f32, Cpu> {
+    fn add<S: ConstShape>(
+        t: &Tensor<S, f32, Cpu>,
+        g: Gradients<f32, Cpu>,
+        dev: &Cpu,
+    ) -> Gradients<f32, Cpu> {
         let r: Tensor<S, f32, Cpu> = dev.sample_normal();
         (t.clone().traced(g) * r).sum().backward()
     }
@@ -79,7 +127,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let iters: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let iters: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let dev: Cpu = Cpu::seed_from_u64(0);
     let mut ours = SeedCnnParams {
         conv_0_kernel: dev.sample_normal(),
@@ -116,7 +167,9 @@ fn main() {
         let b = t.elapsed().as_secs_f64();
         // flaxen's composable path: updates as tensors, then params += updates.
         let t = Instant::now();
-        let updates = tx.update_model(&mut state_two, grads_two, &two_step).unwrap();
+        let updates = tx
+            .update_model(&mut state_two, grads_two, &two_step)
+            .unwrap();
         grads_two = apply_updates(&mut two_step, updates).unwrap();
         let c = t.elapsed().as_secs_f64();
         if i >= 3 {

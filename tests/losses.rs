@@ -6,7 +6,13 @@ use flaxen::runtime::losses::*;
 type L = Tensor<Rank2<3, 4>, f64, Cpu>;
 
 /// Checks d loss / d logits from backward against central differences.
-fn check_grad(name: &str, logits: &L, f: impl Fn(Tensor<Rank2<3, 4>, f64, Cpu, OwnedTape<f64, Cpu>>) -> Tensor<Rank0, f64, Cpu, OwnedTape<f64, Cpu>>) {
+fn check_grad(
+    name: &str,
+    logits: &L,
+    f: impl Fn(
+        Tensor<Rank2<3, 4>, f64, Cpu, OwnedTape<f64, Cpu>>,
+    ) -> Tensor<Rank0, f64, Cpu, OwnedTape<f64, Cpu>>,
+) {
     let g = f(logits.leaky_trace()).backward();
     let analytic = g.get(logits).as_vec();
     let base = logits.as_vec();
@@ -51,14 +57,22 @@ fn integer_label_cross_entropy() {
 fn soft_label_cross_entropy_matches_one_hot() {
     let dev: Cpu = Cpu::seed_from_u64(6);
     let logits: L = dev.sample_normal();
-    let one_hot = dev.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]);
+    let one_hot = dev.tensor([
+        [0.0, 1.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 1.0],
+        [1.0, 0.0, 0.0, 0.0],
+    ]);
     let soft = softmax_cross_entropy(logits.clone(), one_hot).array();
-    let hard = softmax_cross_entropy_with_integer_labels(logits.clone(), dev.tensor([1usize, 3, 0])).array();
+    let hard =
+        softmax_cross_entropy_with_integer_labels(logits.clone(), dev.tensor([1usize, 3, 0]))
+            .array();
     for b in 0..3 {
         assert!((soft[b] - hard[b]).abs() < 1e-12);
     }
     let probs = dev.tensor([[0.1, 0.2, 0.3, 0.4], [0.25; 4], [0.7, 0.1, 0.1, 0.1]]);
-    check_grad("ce soft", &logits, |l| softmax_cross_entropy(l, probs.clone()).mean());
+    check_grad("ce soft", &logits, |l| {
+        softmax_cross_entropy(l, probs.clone()).mean()
+    });
 }
 
 #[test]
@@ -72,10 +86,18 @@ fn sigmoid_bce_and_mse() {
         let want = -(y * p.ln() + (1.0 - y) * (1.0 - p).ln());
         assert!((g - want).abs() < 1e-9, "bce {g} vs {want}");
     }
-    check_grad("bce", &logits, |l| sigmoid_binary_cross_entropy(l, labels.clone()).mean());
+    check_grad("bce", &logits, |l| {
+        sigmoid_binary_cross_entropy(l, labels.clone()).mean()
+    });
     let target: L = dev.sample_normal();
     let m = mse(logits.clone(), target.clone()).array();
-    let want = logits.as_vec().iter().zip(target.as_vec()).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / 12.0;
+    let want = logits
+        .as_vec()
+        .iter()
+        .zip(target.as_vec())
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        / 12.0;
     assert!((m - want).abs() < 1e-12);
     check_grad("mse", &logits, |l| mse(l, target.clone()));
 }

@@ -12,11 +12,20 @@ use flaxen::runtime::optim::*;
 
 type Mlp = (Linear<5, 16>, Tanh, Linear<16, 3>);
 
-fn loss_grads<M: Module<Tensor<Rank2<8, 5>, f32, Cpu, OwnedTape<f32, Cpu>>, Output = Tensor<Rank2<8, 3>, f32, Cpu, OwnedTape<f32, Cpu>>> + ZeroGrads<f32, Cpu>>(
+fn loss_grads<
+    M: Module<
+            Tensor<Rank2<8, 5>, f32, Cpu, OwnedTape<f32, Cpu>>,
+            Output = Tensor<Rank2<8, 3>, f32, Cpu, OwnedTape<f32, Cpu>>,
+        > + ZeroGrads<f32, Cpu>,
+>(
     model: &M,
     x: &Tensor<Rank2<8, 5>, f32, Cpu>,
 ) -> Gradients<f32, Cpu> {
-    model.forward(x.clone().traced(model.alloc_grads())).square().mean().backward()
+    model
+        .forward(x.clone().traced(model.alloc_grads()))
+        .square()
+        .mean()
+        .backward()
 }
 
 #[test]
@@ -28,7 +37,12 @@ fn adam_equals_dfdx_adam() {
     let mut state = tx.init_model(&ours).unwrap();
     let mut opt = Adam::new(
         &theirs,
-        AdamConfig { lr: 3e-2, betas: [0.8, 0.99], eps: 1e-7, weight_decay: None },
+        AdamConfig {
+            lr: 3e-2,
+            betas: [0.8, 0.99],
+            eps: 1e-7,
+            weight_decay: None,
+        },
     );
     for _ in 0..20 {
         let x: Tensor<Rank2<8, 5>, f32, Cpu> = dev.sample_normal();
@@ -51,7 +65,11 @@ fn sgd_nesterov_equals_dfdx_sgd() {
     let mut state = tx.init_model(&ours).unwrap();
     let mut opt = Sgd::new(
         &theirs,
-        SgdConfig { lr: 0.05, momentum: Some(DfdxMomentum::Nesterov(0.9)), weight_decay: None },
+        SgdConfig {
+            lr: 0.05,
+            momentum: Some(DfdxMomentum::Nesterov(0.9)),
+            weight_decay: None,
+        },
     );
     for _ in 0..20 {
         let x: Tensor<Rank2<8, 5>, f32, Cpu> = dev.sample_normal();

@@ -50,7 +50,12 @@ fn run_path<T: GradientTransformation<f32, Cpu>>(case: &Case, tx: &T, fused: boo
         b: dev.tensor_from_vec(case.init.b.data.clone(), (Const::<4>,)),
     };
     let mut state = tx.init_model(&model).unwrap();
-    for (step, (g, want)) in case.grads.iter().zip(&case.params_after_each_step).enumerate() {
+    for (step, (g, want)) in case
+        .grads
+        .iter()
+        .zip(&case.params_after_each_step)
+        .enumerate()
+    {
         let grads = grads_of(&model, &g.w.data, &g.b.data);
         if fused {
             tx.apply_model(&mut state, grads, &mut model).unwrap();
@@ -59,8 +64,20 @@ fn run_path<T: GradientTransformation<f32, Cpu>>(case: &Case, tx: &T, fused: boo
             apply_updates(&mut model, updates).unwrap();
         }
         let what = format!("{} step {} (fused: {fused})", case.name, step + 1);
-        assert_close(&format!("{what} w"), &model.w.as_vec(), &want.w.data, 1e-5, 1e-2);
-        assert_close(&format!("{what} b"), &model.b.as_vec(), &want.b.data, 1e-5, 1e-2);
+        assert_close(
+            &format!("{what} w"),
+            &model.w.as_vec(),
+            &want.w.data,
+            1e-5,
+            1e-2,
+        );
+        assert_close(
+            &format!("{what} b"),
+            &model.b.as_vec(),
+            &want.b.data,
+            1e-5,
+            1e-2,
+        );
     }
 }
 
@@ -83,7 +100,10 @@ fn every_optax_trace_is_reproduced() {
             "rmsprop_lr1e-2" => run(case, rmsprop(1e-2)),
             "chain_clip1.0_adamw_cosine1e-3_10steps" => run(
                 case,
-                chain((clip_by_global_norm(1.0), adamw(cosine_decay(1e-3, 10, 0.0), 1e-4))),
+                chain((
+                    clip_by_global_norm(1.0),
+                    adamw(cosine_decay(1e-3, 10, 0.0), 1e-4),
+                )),
             ),
             "multisteps5_adam_lr1e-2" => run(case, multi_steps(5, adam(1e-2))),
             other => panic!("no flaxen equivalent registered for fixture case {other}"),

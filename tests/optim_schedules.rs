@@ -11,7 +11,10 @@ fn check<S: Schedule>(name: &str, want: &[f64], s: S) {
         // The fixture is float32; compare relative to the value (absolute
         // near zero, where float32 rounding of the cosine dominates).
         let tol = 1e-5 * w.abs();
-        assert!((got - w).abs() <= tol, "{name} at step {step}: got {got}, want {w}");
+        assert!(
+            (got - w).abs() <= tol,
+            "{name} at step {step}: got {got}, want {w}"
+        );
     }
 }
 

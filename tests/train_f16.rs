@@ -31,10 +31,30 @@ impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for Mlp<E, D> {
     ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
         visitor.visit_fields(
             (
-                Self::tensor("dense_0.kernel", |s| &s.w1, |s| &mut s.w1, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_0.bias", |s| &s.b1, |s| &mut s.b1, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_1.kernel", |s| &s.w2, |s| &mut s.w2, TensorOptions::reset_to_zeros()),
-                Self::tensor("dense_1.bias", |s| &s.b2, |s| &mut s.b2, TensorOptions::reset_to_zeros()),
+                Self::tensor(
+                    "dense_0.kernel",
+                    |s| &s.w1,
+                    |s| &mut s.w1,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "dense_0.bias",
+                    |s| &s.b1,
+                    |s| &mut s.b1,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "dense_1.kernel",
+                    |s| &s.w2,
+                    |s| &mut s.w2,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "dense_1.bias",
+                    |s| &s.b2,
+                    |s| &mut s.b2,
+                    TensorOptions::reset_to_zeros(),
+                ),
             ),
             |(w1, b1, w2, b2)| Mlp { w1, b1, w2, b2 },
         )
@@ -51,7 +71,10 @@ impl Mlp<H, Cpu> {
         }
     }
 
-    fn forward(&self, x: Tensor<Rank2<64, 8>, H, Cpu, OwnedTape<H, Cpu>>) -> Tensor<Rank2<64, 4>, H, Cpu, OwnedTape<H, Cpu>> {
+    fn forward(
+        &self,
+        x: Tensor<Rank2<64, 8>, H, Cpu, OwnedTape<H, Cpu>>,
+    ) -> Tensor<Rank2<64, 4>, H, Cpu, OwnedTape<H, Cpu>> {
         let h = (x.matmul(self.w1.clone()) + self.b1.clone().broadcast()).relu();
         h.matmul(self.w2.clone()) + self.b2.clone().broadcast()
     }
@@ -67,7 +90,10 @@ fn batch(dev: &Cpu) -> (Tensor<Rank2<64, 8>, H, Cpu>, Tensor<Rank1<64>, usize, C
             (0..4).max_by(|&a, &b| s[a].total_cmp(&s[b])).unwrap()
         })
         .collect();
-    (x.to_dtype::<H>(), dev.tensor_from_vec(labels, (Const::<64>,)))
+    (
+        x.to_dtype::<H>(),
+        dev.tensor_from_vec(labels, (Const::<64>,)),
+    )
 }
 
 fn train<O: GradientTransformation<H, Cpu>>(tx: O) -> (f64, f64) {
@@ -104,7 +130,10 @@ fn amp_f16_mlp_trains_with_adam() {
 
 #[test]
 fn amp_f16_mlp_trains_with_a_chain() {
-    let (l0, l1) = train(chain((clip_by_global_norm(1.0), sgd(0.1, Some(0.9), false))));
+    let (l0, l1) = train(chain((
+        clip_by_global_norm(1.0),
+        sgd(0.1, Some(0.9), false),
+    )));
     eprintln!("AMP<f16> clip+sgd: loss {l0:.4} -> {l1:.4}");
     assert!(l1 * 3.0 < l0, "loss went from {l0} to {l1}");
 }

@@ -7,12 +7,13 @@ use flaxen::runtime::metrics::Metrics;
 use flaxen::runtime::optim::*;
 use flaxen::runtime::schedule::warmup_cosine_decay;
 use flaxen::runtime::state::{StateDict, StateError, StateMap};
-use flaxen::runtime::train_state::TrainState;
+use flaxen::runtime::train_state::{Loss, TrainState};
 
 type Mlp = (Linear<8, 32>, ReLU, Linear<32, 4>);
 type Model = <Mlp as BuildOnDevice<Cpu, f32>>::Built;
 type X = Tensor<Rank2<64, 8>, f32, Cpu>;
 type Y = Tensor<Rank1<64>, usize, Cpu>;
+type State<O> = TrainState<Model, O, f32, Cpu>;
 
 /// Four classes: the label is the argmax of a fixed linear map of x.
 fn batch(dev: &Cpu) -> (X, Y) {
@@ -21,7 +22,12 @@ fn batch(dev: &Cpu) -> (X, Y) {
     let labels: Vec<usize> = v
         .chunks(8)
         .map(|r| {
-            let s = [r[0] + r[1], r[2] - r[3], r[4] + r[5] - r[0], r[6] - r[7] + r[2]];
+            let s = [
+                r[0] + r[1],
+                r[2] - r[3],
+                r[4] + r[5] - r[0],
+                r[6] - r[7] + r[2],
+            ];
             (0..4).max_by(|&a, &b| s[a].total_cmp(&s[b])).unwrap()
         })
         .collect();
@@ -29,10 +35,10 @@ fn batch(dev: &Cpu) -> (X, Y) {
 }
 
 fn train_step<O: GradientTransformation<f32, Cpu>>(
-    mut state: TrainState<Model, O, f32, Cpu>,
+    mut state: State<O>,
     (x, y): (X, Y),
     metrics: &mut Metrics<f32, Cpu>,
-) -> (TrainState<Model, O, f32, Cpu>, Tensor<Rank0, f32, Cpu>) {
+) -> (State<O>, Loss<f32, Cpu>) {
     let mut logits_out = None;
     let (loss, grads) = state
         .value_and_grad(|model, tape| {
@@ -70,16 +76,27 @@ fn mlp_loss_falls_by_a_factor_of_eight() {
         state = s;
     }
     let (l0, l1) = (first.mean_loss().unwrap(), last.mean_loss().unwrap());
-    eprintln!("mean loss: first 10 steps {l0:.4}, last 20 steps {l1:.4}; accuracy {:.3}", last.accuracy().unwrap());
+    eprintln!(
+        "mean loss: first 10 steps {l0:.4}, last 20 steps {l1:.4}; accuracy {:.3}",
+        last.accuracy().unwrap()
+    );
     assert_eq!(state.step(), 320);
     assert!(l1 * 8.0 < l0, "loss went from {l0} to {l1}");
-    assert!(last.accuracy().unwrap() > 0.85, "accuracy {:?}", last.accuracy());
+    assert!(
+        last.accuracy().unwrap() > 0.85,
+        "accuracy {:?}",
+        last.accuracy()
+    );
 }
 
 #[test]
 fn checkpoint_resume_is_bit_for_bit() {
     let dev: Cpu = Cpu::seed_from_u64(1);
-    let tx = chain((clip_by_global_norm(1.0), multi_steps(2, adam(1e-2)), add_decayed_weights(1e-4)));
+    let tx = chain((
+        clip_by_global_norm(1.0),
+        multi_steps(2, adam(1e-2)),
+        add_decayed_weights(1e-4),
+    ));
     let mut a = TrainState::create(dev.build_module::<Mlp, f32>(), tx.clone()).unwrap();
     let batches: Vec<_> = (0..8).map(|_| batch(&dev)).collect();
     let mut m = Metrics::new();
@@ -122,18 +139,26 @@ fn bad_checkpoints_change_nothing() {
     let other_before = other.params.0.weight.as_vec();
     assert_eq!(
         other.load_state("run.", &missing),
-        Err(StateError::Missing { key: "run.opt.nu.2.weight".into() })
+        Err(StateError::Missing {
+            key: "run.opt.nu.2.weight".into()
+        })
     );
     assert_eq!(other.params.0.weight.as_vec(), other_before);
     assert_eq!(other.step(), 0);
 
     let mut reshaped = good.clone();
     reshaped.get_mut("run.opt.mu.0.bias").unwrap().shape = vec![2, 16];
-    assert!(matches!(other.load_state("run.", &reshaped), Err(StateError::Shape { .. })));
+    assert!(matches!(
+        other.load_state("run.", &reshaped),
+        Err(StateError::Shape { .. })
+    ));
 
     let mut bad_count = good.clone();
     bad_count.get_mut("run.opt.count").unwrap().data[0] = -1.0;
-    assert!(matches!(other.load_state("run.", &bad_count), Err(StateError::Invalid { .. })));
+    assert!(matches!(
+        other.load_state("run.", &bad_count),
+        Err(StateError::Invalid { .. })
+    ));
     assert_eq!(other.params.0.weight.as_vec(), other_before);
 
     other.load_state("run.", &good).unwrap();

@@ -19,8 +19,8 @@ pub mod prelude {
         multi_steps, rmsprop, scale, scale_by_schedule, sgd, GradientTransformation,
     };
     pub use crate::schedule::{
-        constant, cosine_decay, exponential_decay, linear, piecewise_constant,
-        warmup_cosine_decay, Schedule,
+        constant, cosine_decay, exponential_decay, linear, piecewise_constant, warmup_cosine_decay,
+        Schedule,
     };
     pub use crate::state::{StateDict, StateError, StateMap};
 }

@@ -15,7 +15,7 @@
 //! let logits: Tensor<Rank2<2, 3>, f32, _> = dev.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 5.0]]);
 //! let labels = dev.tensor([0usize, 2]);
 //! let loss = softmax_cross_entropy_with_integer_labels(logits, labels).mean();
-//! assert!(loss.array() < 0.1);
+//! assert!(loss.array() < 0.2);
 //! ```
 
 use dfdx::prelude::*;
@@ -34,7 +34,13 @@ use dfdx::tensor_ops::Device;
 /// let per_example = softmax_cross_entropy_with_integer_labels(logits, dev.tensor([1usize]));
 /// assert!((per_example.array()[0] - 2f32.ln()).abs() < 1e-6);
 /// ```
-pub fn softmax_cross_entropy_with_integer_labels<B: Dim, C: Dim, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub fn softmax_cross_entropy_with_integer_labels<
+    B: Dim,
+    C: Dim,
+    E: Dtype,
+    D: Device<E>,
+    T: Tape<E, D>,
+>(
     logits: Tensor<(B, C), E, D, T>,
     labels: Tensor<(B,), usize, D>,
 ) -> Tensor<(B,), E, D, T> {

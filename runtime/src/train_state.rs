@@ -31,14 +31,21 @@
 //! ```
 
 use dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut,
-    ViewTensorName, ViewTensorRef,
+    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut, ViewTensorName,
+    ViewTensorRef,
 };
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
 use crate::optim::{GradientTransformation, Params};
 use crate::state::{HostTensor, StateDict, StateError, StateMap};
+
+/// A scalar loss that stays on the device (read it with `.array()` when
+/// needed).
+pub type Loss<E, D> = Tensor<Rank0, E, D>;
+
+/// What [`TrainState::value_and_grad`] returns: the loss and the gradients.
+pub type ValueAndGrad<E, D> = (Loss<E, D>, Gradients<E, D>);
 
 /// Everything that changes during training.
 ///
@@ -106,10 +113,7 @@ where
     /// `loss_fn` puts `tape` on its input (`x.put_tape(tape)`) and returns a
     /// scalar loss that carries the tape. The gradient buffers of the state
     /// are zeroed and reused, not reallocated.
-    pub fn value_and_grad<F>(
-        &mut self,
-        loss_fn: F,
-    ) -> Result<(Tensor<Rank0, E, D>, Gradients<E, D>), D::Err>
+    pub fn value_and_grad<F>(&mut self, loss_fn: F) -> Result<ValueAndGrad<E, D>, D::Err>
     where
         F: FnOnce(&mut M, OwnedTape<E, D>) -> Tensor<Rank0, E, D, OwnedTape<E, D>>,
     {
@@ -132,7 +136,9 @@ where
     /// (`params += tx.update(grads)`), advances the step, and keeps the
     /// buffers for the next [`value_and_grad`](Self::value_and_grad).
     pub fn apply_gradients(&mut self, grads: Gradients<E, D>) -> Result<(), D::Err> {
-        let grads = self.tx.apply_model(&mut self.opt_state, grads, &mut self.params)?;
+        let grads = self
+            .tx
+            .apply_model(&mut self.opt_state, grads, &mut self.params)?;
         self.grads = Some(grads);
         self.step += 1;
         Ok(())

@@ -30,11 +30,7 @@ impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for Wb<E, D> {
 
 /// Builds gradients equal to `gw` / `gb` for `model` with one backward pass
 /// (d/dw sum(w * gw) = gw exactly).
-pub fn grads_of<E: Dtype, D: Device<E>>(
-    model: &Wb<E, D>,
-    gw: &[E],
-    gb: &[E],
-) -> Gradients<E, D> {
+pub fn grads_of<E: Dtype, D: Device<E>>(model: &Wb<E, D>, gw: &[E], gb: &[E]) -> Gradients<E, D> {
     let dev = model.w.device().clone();
     let gw = dev.tensor_from_vec(gw.to_vec(), (Const::<3>, Const::<4>));
     let gb = dev.tensor_from_vec(gb.to_vec(), (Const::<4>,));

@@ -44,7 +44,12 @@ impl<E: Dtype, D: Device<E>> GradientTransformation<E, D> for ClipByGlobalNorm {
         Ok(())
     }
 
-    fn update(&self, _: &mut (), updates: &mut Updates<E, D>, params: &Params<E, D>) -> Result<(), D::Err> {
+    fn update(
+        &self,
+        _: &mut (),
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
         if updates.is_empty() {
             return Ok(());
         }

@@ -80,7 +80,11 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
     where
         F: FnMut(usize, &mut Leaf<E, D>) -> Result<(), D::Err>,
     {
-        assert_eq!(self.out.len(), params.len(), "optimizer state built for another model");
+        assert_eq!(
+            self.out.len(),
+            params.len(),
+            "optimizer state built for another model"
+        );
         let mut scratch = Scratch::new();
         for i in 0..self.out.len() {
             // The previous update was applied and dropped, so this is in place.
@@ -117,7 +121,11 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
             m: model,
             f: &mut op,
         })?;
-        assert_eq!(op.i, self.out.len(), "optimizer state built for another model");
+        assert_eq!(
+            op.i,
+            self.out.len(),
+            "optimizer state built for another model"
+        );
         Ok(())
     }
 
@@ -139,7 +147,11 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
 
     /// Validates and converts the named moments of `src`; nothing changes
     /// until [`Buffers::commit`].
-    pub(crate) fn prepare(&self, prefix: &str, src: &StateMap<E>) -> Result<Vec<Gradients<E, D>>, StateError> {
+    pub(crate) fn prepare(
+        &self,
+        prefix: &str,
+        src: &StateMap<E>,
+    ) -> Result<Vec<Gradients<E, D>>, StateError> {
         let mut fresh = Vec::new();
         for name in self.names {
             let mut found = Vec::new();
@@ -177,7 +189,9 @@ pub(crate) fn lookup<'a, E>(
     key: &str,
     shape: &[usize],
 ) -> Result<&'a HostTensor<E>, StateError> {
-    let t = src.get(key).ok_or_else(|| StateError::Missing { key: key.into() })?;
+    let t = src
+        .get(key)
+        .ok_or_else(|| StateError::Missing { key: key.into() })?;
     if t.shape != shape {
         return Err(StateError::Shape {
             key: key.into(),
@@ -240,7 +254,11 @@ impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_
             return Ok(None);
         }
         let key = &self.buffers.out[self.i];
-        assert_eq!(key.shape().0, p.shape().num_elements(), "optimizer state built for another model");
+        assert_eq!(
+            key.shape().0,
+            p.shape().num_elements(),
+            "optimizer state built for another model"
+        );
         self.i += 1;
         let mut moments = Vec::with_capacity(self.buffers.bufs.len());
         for b in self.buffers.bufs.iter_mut() {

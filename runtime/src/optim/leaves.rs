@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut,
-    ViewTensorName, ViewTensorRef,
+    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut, ViewTensorName,
+    ViewTensorRef,
 };
 use dfdx::prelude::{Dtype, Gradients, HasShape, ReshapeTo, Shape, Storage, Tensor};
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig, WeightDecay};
@@ -260,7 +260,10 @@ impl<E: Dtype, D: Device<E>> Scratch<E, D> {
     /// momentum 0 and a zero gradient on fresh (zeroed) buffers: the
     /// velocity becomes `0 + 1 * t + 0 * 0`, an exact copy, and `t` itself
     /// is left unchanged (`t -= 0 * velocity`) for finite values.
-    pub(crate) fn copy_of(&mut self, t: &mut Leaf<E, D>) -> Result<&<D as Storage<E>>::Vec, D::Err> {
+    pub(crate) fn copy_of(
+        &mut self,
+        t: &mut Leaf<E, D>,
+    ) -> Result<&<D as Storage<E>>::Vec, D::Err> {
         let key = t.clone();
         copy_into(t, &key, &mut self.zeros, &mut self.copies)?;
         Ok(&*self.copies.get_or_alloc_mut(&key)?)
@@ -343,7 +346,6 @@ impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for Apply<'_, E, D> {
                 self.updates.raw.get(p)
             }
         };
-        p.try_axpy(1.0, &u, 1.0)
-            .map(|_| None)
+        p.try_axpy(1.0, &u, 1.0).map(|_| None)
     }
 }

@@ -62,7 +62,12 @@ impl<E: Dtype, D: Device<E>> GradientTransformation<E, D> for Scale {
     fn init(&self, _params: &Params<E, D>) -> Result<(), D::Err> {
         Ok(())
     }
-    fn update(&self, _: &mut (), updates: &mut Updates<E, D>, params: &Params<E, D>) -> Result<(), D::Err> {
+    fn update(
+        &self,
+        _: &mut (),
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
         scale_all(updates, params, self.0)
     }
 }
@@ -158,7 +163,12 @@ impl<E: Dtype, D: Device<E>> GradientTransformation<E, D> for AddDecayedWeights 
     fn init(&self, _params: &Params<E, D>) -> Result<(), D::Err> {
         Ok(())
     }
-    fn update(&self, _: &mut (), updates: &mut Updates<E, D>, params: &Params<E, D>) -> Result<(), D::Err> {
+    fn update(
+        &self,
+        _: &mut (),
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
         if self.0 == 0.0 {
             return Ok(());
         }
