@@ -30,6 +30,13 @@ fn loss_grads<
 
 #[test]
 fn adam_equals_dfdx_adam() {
+    adam_equals_dfdx_adam_on_path(false);
+    adam_equals_dfdx_adam_on_path(true);
+}
+
+/// `fused`: `apply_model` (what `TrainState` runs) instead of
+/// `update_model` + `apply_updates`.
+fn adam_equals_dfdx_adam_on_path(fused: bool) {
     let dev: Cpu = Cpu::seed_from_u64(3);
     let mut ours = dev.build_module::<Mlp, f32>();
     let mut theirs = ours.clone();
@@ -48,8 +55,12 @@ fn adam_equals_dfdx_adam() {
         let x: Tensor<Rank2<8, 5>, f32, Cpu> = dev.sample_normal();
         let g1 = loss_grads(&ours, &x);
         let g2 = loss_grads(&theirs, &x);
-        let updates = tx.update_model(&mut state, g1, &ours).unwrap();
-        apply_updates(&mut ours, updates).unwrap();
+        if fused {
+            tx.apply_model(&mut state, g1, &mut ours).unwrap();
+        } else {
+            let updates = tx.update_model(&mut state, g1, &ours).unwrap();
+            apply_updates(&mut ours, updates).unwrap();
+        }
         opt.update(&mut theirs, &g2).unwrap();
         assert_eq!(ours.0.weight.as_vec(), theirs.0.weight.as_vec());
         assert_eq!(ours.2.bias.as_vec(), theirs.2.bias.as_vec());

@@ -14,6 +14,11 @@ pub mod train_state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
+    pub use crate::losses::{
+        mse, sigmoid_binary_cross_entropy, softmax_cross_entropy,
+        softmax_cross_entropy_with_integer_labels, squared_error,
+    };
+    pub use crate::metrics::Metrics;
     pub use crate::optim::{
         adam, adamw, add_decayed_weights, apply_updates, chain, clip_by_global_norm, identity,
         multi_steps, rmsprop, scale, scale_by_schedule, sgd, GradientTransformation,
@@ -23,4 +28,5 @@ pub mod prelude {
         Schedule,
     };
     pub use crate::state::{StateDict, StateError, StateMap};
+    pub use crate::train_state::{Loss, TrainState};
 }
