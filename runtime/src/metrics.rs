@@ -21,7 +21,8 @@
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
-/// Sums of losses and of correct predictions, kept as device scalars.
+/// Sums of losses and of correct predictions, kept as device scalars (see
+/// the module example).
 #[derive(Debug, Clone)]
 pub struct Metrics<E, D: Storage<E>> {
     loss_sum: Option<Tensor<Rank0, E, D>>,
@@ -107,6 +108,16 @@ impl<E: Dtype, D: Device<E>> Metrics<E, D> {
     }
 
     /// Mean of the added losses (reads the device once), or `None` if none.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::metrics::Metrics;
+    /// # let dev: Cpu = Default::default();
+    /// let mut m = Metrics::new();
+    /// m.add_loss(&dev.tensor(1.0f32));
+    /// m.add_loss(&dev.tensor(2.0f32));
+    /// assert_eq!((m.mean_loss(), m.steps()), (Some(1.5), 2));
+    /// ```
     pub fn mean_loss(&self) -> Option<f64> {
         let sum = self.loss_sum.as_ref()?.as_vec()[0].to_f64()?;
         Some(sum / self.losses as f64)
@@ -114,17 +125,27 @@ impl<E: Dtype, D: Device<E>> Metrics<E, D> {
 
     /// Fraction of correct predictions (reads the device once), or `None`
     /// if no example was added.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::metrics::Metrics;
+    /// # let dev: Cpu = Default::default();
+    /// let mut m = Metrics::new();
+    /// let logits: Tensor<Rank2<4, 2>, f32, _> = dev.tensor([[1.0, 0.0]; 4]);
+    /// m.add_accuracy(&logits, &dev.tensor([0usize, 0, 0, 1]));
+    /// assert_eq!((m.accuracy(), m.examples()), (Some(0.75), 4));
+    /// ```
     pub fn accuracy(&self) -> Option<f64> {
         let sum = self.correct.as_ref()?.as_vec()[0].to_f64()?;
         Some(sum / self.examples as f64)
     }
 
-    /// Number of losses added.
+    /// Number of losses added (see [`Metrics::mean_loss`]).
     pub fn steps(&self) -> usize {
         self.losses
     }
 
-    /// Number of examples counted for accuracy.
+    /// Number of examples counted for accuracy (see [`Metrics::accuracy`]).
     pub fn examples(&self) -> usize {
         self.examples
     }

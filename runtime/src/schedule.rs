@@ -63,6 +63,11 @@ pub fn constant(value: f64) -> Constant {
 }
 
 /// See [`constant`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// assert_eq!(Constant(0.5).value(3), 0.5);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Constant(pub f64);
 
@@ -91,6 +96,12 @@ pub fn cosine_decay(init_value: f64, decay_steps: u64, alpha: f64) -> CosineDeca
 }
 
 /// See [`cosine_decay`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// let s: CosineDecay = cosine_decay(1.0, 10, 0.5);
+/// assert_eq!(s.value(10), 0.5);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CosineDecay {
     init_value: f64,
@@ -156,6 +167,12 @@ pub fn warmup_cosine_decay(
 }
 
 /// See [`warmup_cosine_decay`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// let s: WarmupCosineDecay = warmup_cosine_decay(0.0, 1.0, 2, 10, 0.0);
+/// assert_eq!(s.value(1), 0.5);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WarmupCosineDecay {
     warmup: Linear,
@@ -204,6 +221,12 @@ pub fn exponential_decay(
 }
 
 /// See [`exponential_decay`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// let s: ExponentialDecay = exponential_decay(1.0, 1, 0.5, true);
+/// assert_eq!(s.value(2), 0.25);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExponentialDecay {
     init_value: f64,
@@ -281,6 +304,12 @@ pub fn linear(init_value: f64, end_value: f64, transition_steps: u64) -> Linear 
 }
 
 /// See [`linear`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// let s: Linear = linear(0.0, 1.0, 4);
+/// assert_eq!(s.value(2), 0.5);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Linear {
     init_value: f64,
@@ -337,6 +366,12 @@ pub fn piecewise_constant(
 }
 
 /// See [`piecewise_constant`].
+///
+/// ```
+/// # use flaxen_runtime::schedule::*;
+/// let s: PiecewiseConstant = piecewise_constant(1.0, &[(5, 0.5)]);
+/// assert_eq!(s.value(5), 0.5);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct PiecewiseConstant {
     init_value: f64,

@@ -42,12 +42,22 @@ use crate::state::{HostTensor, StateDict, StateError, StateMap};
 
 /// A scalar loss that stays on the device (read it with `.array()` when
 /// needed).
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::train_state::Loss;
+/// let dev: Cpu = Default::default();
+/// let loss: Loss<f32, Cpu> = dev.tensor(0.5);
+/// assert_eq!(loss.array(), 0.5);
+/// ```
 pub type Loss<E, D> = Tensor<Rank0, E, D>;
 
-/// What [`TrainState::value_and_grad`] returns: the loss and the gradients.
+/// What [`TrainState::value_and_grad`] returns: the loss and the gradients
+/// (see the example there).
 pub type ValueAndGrad<E, D> = (Loss<E, D>, Gradients<E, D>);
 
-/// Everything that changes during training.
+/// Everything that changes during training (see the module example for a
+/// whole train step).
 ///
 /// Gradient buffers are allocated once (`alloc_grads`) and reused: each
 /// [`value_and_grad`](Self::value_and_grad) zeroes them and backward writes
@@ -79,6 +89,15 @@ where
     /// Builds the state for `params` trained by `tx` (Flax's
     /// `TrainState.create`).
     ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let state = TrainState::create(dev.build_module::<Linear<3, 2>, f32>(), sgd(0.1, None, false)).unwrap();
+    /// assert_eq!(state.step(), 0);
+    /// ```
+    ///
     /// # Panics
     /// If the model has no trainable tensor.
     pub fn create(params: M, tx: O) -> Result<Self, D::Err> {
@@ -102,7 +121,8 @@ where
         })
     }
 
-    /// Number of [`apply_gradients`](Self::apply_gradients) calls so far.
+    /// Number of [`apply_gradients`](Self::apply_gradients) calls so far
+    /// (see the example there).
     pub fn step(&self) -> u64 {
         self.step
     }
@@ -113,6 +133,20 @@ where
     /// `loss_fn` puts `tape` on its input (`x.put_tape(tape)`) and returns a
     /// scalar loss that carries the tape. The gradient buffers of the state
     /// are zeroed and reused, not reallocated.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let mut state = TrainState::create(dev.build_module::<Linear<3, 1>, f32>(), adam(1e-3)).unwrap();
+    /// let x: Tensor<Rank2<4, 3>, f32, _> = dev.sample_normal();
+    /// let (loss, grads) = state
+    ///     .value_and_grad(|model, tape| model.forward(x.put_tape(tape)).square().mean())
+    ///     .unwrap();
+    /// assert!(loss.array() >= 0.0);
+    /// assert_eq!(grads.get(&state.params.bias).as_vec().len(), 1);
+    /// ```
     pub fn value_and_grad<F>(&mut self, loss_fn: F) -> Result<ValueAndGrad<E, D>, D::Err>
     where
         F: FnOnce(&mut M, OwnedTape<E, D>) -> Tensor<Rank0, E, D, OwnedTape<E, D>>,
@@ -135,6 +169,21 @@ where
     /// Updates the parameters with `grads` through the optimizer
     /// (`params += tx.update(grads)`), advances the step, and keeps the
     /// buffers for the next [`value_and_grad`](Self::value_and_grad).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let mut state = TrainState::create(dev.build_module::<Linear<3, 1>, f32>(), sgd(0.1, None, false)).unwrap();
+    /// let before = state.params.bias.array();
+    /// let x: Tensor<Rank2<4, 3>, f32, _> = dev.ones();
+    /// let (_, grads) = state.value_and_grad(|m, tape| m.forward(x.put_tape(tape)).sum()).unwrap();
+    /// state.apply_gradients(grads).unwrap();
+    /// // d(sum)/d(bias) = 4, so the bias moves by -0.1 * 4.
+    /// assert!((state.params.bias.array()[0] - (before[0] - 0.4)).abs() < 1e-6);
+    /// assert_eq!(state.step(), 1);
+    /// ```
     pub fn apply_gradients(&mut self, grads: Gradients<E, D>) -> Result<(), D::Err> {
         let grads = self
             .tx

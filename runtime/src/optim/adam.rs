@@ -51,6 +51,11 @@ pub fn adamw<L: Schedule>(learning_rate: L, weight_decay: f64) -> Adam<L> {
 }
 
 /// The transformation built by [`adam`] and [`adamw`].
+///
+/// ```
+/// let tx: flaxen_runtime::optim::Adam<f64> = flaxen_runtime::optim::adamw(1e-3, 1e-4);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct Adam<L> {
     learning_rate: L,
@@ -96,7 +101,21 @@ impl<L> Adam<L> {
     }
 }
 
-/// State of [`Adam`]: the update count and the two moments per leaf.
+/// State of [`Adam`]: the update count and the two moments per leaf,
+/// saved as `{prefix}count`, `{prefix}mu.<leaf>` and `{prefix}nu.<leaf>`.
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// # let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let state = adam(1e-3).init_model(&model).unwrap();
+/// let mut saved = StateMap::new();
+/// state.save_state("opt.", &mut saved);
+/// assert_eq!(saved["opt.mu.weight"].shape, [3, 2]);
+/// assert!(saved.contains_key("opt.count"));
+/// ```
 #[derive(Debug, Clone)]
 pub struct AdamState<E, D: dfdx::prelude::Storage<E>> {
     count: u64,

@@ -20,6 +20,12 @@ pub fn chain<T>(transformations: T) -> Chain<T> {
 }
 
 /// See [`chain`].
+///
+/// ```
+/// use flaxen_runtime::optim::*;
+/// let tx: Chain<(ClipByGlobalNorm, Scale)> = chain((clip_by_global_norm(1.0), scale(-0.1)));
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct Chain<T>(pub T);
 

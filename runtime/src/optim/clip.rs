@@ -34,6 +34,11 @@ pub fn clip_by_global_norm(max_norm: f64) -> ClipByGlobalNorm {
 }
 
 /// See [`clip_by_global_norm`].
+///
+/// ```
+/// let tx = flaxen_runtime::optim::ClipByGlobalNorm(1.0);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ClipByGlobalNorm(pub f64);
 

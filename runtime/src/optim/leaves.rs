@@ -12,12 +12,26 @@ use dfdx::tensor_ops::{Device, Momentum, SgdConfig, WeightDecay};
 
 /// One trainable tensor of a model, viewed as a flat 1-D tensor.
 ///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # let dev: Cpu = Default::default();
+/// let leaf: Leaf<f32, Cpu> = dev.zeros_like(&(6,));
+/// assert_eq!(leaf.shape().0, 6);
+/// ```
+///
 /// The view shares the parameter's buffer (reshaping a contiguous tensor is
 /// free in dfdx) and keeps its id, so it can index the model's
 /// [`Gradients`].
 pub type Leaf<E, D> = Tensor<(usize,), E, D>;
 
 /// Names and shapes of a model's trainable tensors, in visiting order.
+///
+/// ```
+/// # use flaxen_runtime::optim::LeafInfo;
+/// let info = LeafInfo { names: vec!["dense_0.weight".into()], shapes: vec![vec![4, 3]] };
+/// assert_eq!(info.names.len(), info.shapes.len());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LeafInfo {
     /// Dotted names as dfdx reports them, e.g. `dense_0.weight` or `0.bias`.
@@ -93,22 +107,47 @@ impl<E: Dtype, D: Device<E>> Params<E, D> {
 
 impl<E, D: Storage<E>> Params<E, D> {
     /// Number of trainable tensors.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::of(&dev.build_module::<Linear<2, 2>, f32>()).unwrap();
+    /// assert_eq!((params.len(), params.is_empty()), (2, false));
+    /// ```
     pub fn len(&self) -> usize {
         self.leaves.len()
     }
-    /// True when the model has no trainable tensor.
+    /// True when the model has no trainable tensor (see [`Params::len`]).
     pub fn is_empty(&self) -> bool {
         self.leaves.is_empty()
     }
     /// The flat views, in visiting order.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::of(&dev.build_module::<Linear<2, 3>, f32>()).unwrap();
+    /// assert_eq!(params.leaves()[1].shape().0, 3); // the bias
+    /// ```
     pub fn leaves(&self) -> &[Leaf<E, D>] {
         &self.leaves
     }
-    /// Names and shapes of the leaves.
+    /// Names and shapes of the leaves (see the example on [`Params`]).
     pub fn info(&self) -> &LeafInfo {
         &self.info
     }
-    /// Shared handle to the names and shapes (cheap to clone).
+    /// Shared handle to the names and shapes (cheap to clone); optimizer
+    /// states keep one to name their tensors in checkpoints.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::of(&dev.build_module::<Linear<2, 3>, f32>()).unwrap();
+    /// assert_eq!(params.info_arc().names[0], "weight");
+    /// ```
     pub fn info_arc(&self) -> Arc<LeafInfo> {
         self.info.clone()
     }
@@ -188,17 +227,36 @@ impl<E: Dtype, D: Device<E>> Updates<E, D> {
     }
 
     /// Number of leaves.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let u: Updates<f32, Cpu> = Updates::from_leaves(vec![dev.zeros_like(&(3,))]);
+    /// assert_eq!((u.len(), u.is_empty()), (1, false));
+    /// ```
     pub fn len(&self) -> usize {
         self.slots.len()
     }
 
-    /// True when there is no leaf.
+    /// True when there is no leaf (see [`Updates::len`]).
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
     /// The update of leaf `i` as a tensor (copied out of the gradients the
     /// first time; a gradient that `backward` never touched reads as zeros).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let params = Params::of(&model).unwrap();
+    /// let mut u = Updates::from_gradients(model.alloc_grads(), &params);
+    /// u.tensor(0, &params).unwrap().axpy(1.0, &params.leaves()[0], 2.0);
+    /// assert_eq!(u.tensor(0, &params).unwrap().as_vec()[0], 2.0 * model.weight.as_vec()[0]);
+    /// ```
     pub fn tensor(&mut self, i: usize, params: &Params<E, D>) -> Result<&mut Leaf<E, D>, D::Err> {
         if self.slots[i].is_none() {
             let key = &params.leaves[i];
@@ -210,12 +268,26 @@ impl<E: Dtype, D: Device<E>> Updates<E, D> {
 
     /// Takes the update of leaf `i` out (see [`Updates::tensor`]); put a new
     /// one back with [`Updates::set`].
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::from_leaves(
+    ///     LeafInfo { names: vec!["w".into()], shapes: vec![vec![2]] },
+    ///     vec![dev.zeros_like(&(2,))],
+    /// );
+    /// let mut u = Updates::from_leaves(vec![dev.tensor_from_vec(vec![1.0f32, 2.0], (2,))]);
+    /// let doubled = u.take(0, &params).unwrap() * 2.0;
+    /// u.set(0, doubled);
+    /// assert_eq!(u.tensor(0, &params).unwrap().as_vec(), [2.0, 4.0]);
+    /// ```
     pub fn take(&mut self, i: usize, params: &Params<E, D>) -> Result<Leaf<E, D>, D::Err> {
         self.tensor(i, params)?;
         Ok(self.slots[i].take().expect("materialised above"))
     }
 
-    /// Replaces the update of leaf `i`.
+    /// Replaces the update of leaf `i` (see [`Updates::take`]).
     pub fn set(&mut self, i: usize, update: Leaf<E, D>) {
         self.slots[i] = Some(update);
     }
@@ -236,6 +308,16 @@ impl<E: Dtype, D: Device<E>> Updates<E, D> {
     }
 
     /// Gives back the gradient buffers (for reuse by the next backward pass).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let params = Params::of(&model).unwrap();
+    /// let grads = Updates::from_gradients(model.alloc_grads(), &params).into_gradients();
+    /// assert_eq!(grads.get(&model.bias).as_vec(), [0.0, 0.0]);
+    /// ```
     pub fn into_gradients(self) -> Gradients<E, D> {
         self.raw
     }

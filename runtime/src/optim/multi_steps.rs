@@ -30,13 +30,22 @@ pub fn multi_steps<T>(k: u64, inner: T) -> MultiSteps<T> {
 }
 
 /// See [`multi_steps`].
+///
+/// ```
+/// use flaxen_runtime::optim::*;
+/// let tx: MultiSteps<Adam<f64>> = multi_steps(4, adam(1e-3));
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct MultiSteps<T> {
     k: u64,
     inner: T,
 }
 
-/// State of [`MultiSteps`].
+/// State of [`MultiSteps`]: `{prefix}mini_step`, `{prefix}gradient_step`,
+/// `{prefix}acc_grads.<leaf>` and the inner state under `{prefix}inner.`.
+///
+/// See [`MultiStepsState::mini_step`] for an example.
 #[derive(Debug, Clone)]
 pub struct MultiStepsState<S, E, D: Storage<E>> {
     mini_step: u64,
@@ -60,11 +69,20 @@ impl<S, E, D: Storage<E>> MultiStepsState<S, E, D> {
     pub fn mini_step(&self) -> u64 {
         self.mini_step
     }
-    /// Inner updates done so far.
+    /// Inner updates done so far (see [`MultiStepsState::mini_step`]).
     pub fn gradient_step(&self) -> u64 {
         self.gradient_step
     }
     /// The inner transformation's state.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let s = multi_steps(2, adam(1e-3)).init_model(&model).unwrap();
+    /// assert_eq!(s.inner().count(), 0);
+    /// ```
     pub fn inner(&self) -> &S {
         &self.inner
     }

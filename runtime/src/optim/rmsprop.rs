@@ -27,6 +27,11 @@ pub fn rmsprop<L: Schedule>(learning_rate: L) -> RmsProp<L> {
 }
 
 /// The transformation built by [`rmsprop`].
+///
+/// ```
+/// let tx: flaxen_runtime::optim::RmsProp<f64> = flaxen_runtime::optim::rmsprop(1e-2);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct RmsProp<L> {
     learning_rate: L,
@@ -59,7 +64,20 @@ impl<L> RmsProp<L> {
     }
 }
 
-/// State of [`RmsProp`]: the update count and the squared-gradient average.
+/// State of [`RmsProp`]: the update count and the squared-gradient average
+/// (`{prefix}count`, `{prefix}nu.<leaf>`).
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// # let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let state = rmsprop(1e-2).init_model(&model).unwrap();
+/// let mut saved = StateMap::new();
+/// state.save_state("", &mut saved);
+/// assert_eq!(saved.len(), 3);
+/// ```
 #[derive(Debug, Clone)]
 pub struct RmsPropState<E, D: dfdx::prelude::Storage<E>> {
     count: u64,

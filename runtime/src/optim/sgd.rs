@@ -29,6 +29,11 @@ pub fn sgd<L: Schedule>(learning_rate: L, momentum: Option<f64>, nesterov: bool)
 }
 
 /// The transformation built by [`sgd`].
+///
+/// ```
+/// let tx: flaxen_runtime::optim::Sgd<f64> = flaxen_runtime::optim::sgd(0.1, Some(0.9), false);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct Sgd<L> {
     learning_rate: L,
@@ -36,7 +41,20 @@ pub struct Sgd<L> {
     nesterov: bool,
 }
 
-/// State of [`Sgd`]: the update count (for schedules) and the momentum trace.
+/// State of [`Sgd`]: the update count (for schedules) and the momentum trace
+/// (`{prefix}count`, `{prefix}trace.<leaf>`).
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// # let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let state = sgd(0.1, Some(0.9), false).init_model(&model).unwrap();
+/// let mut saved = StateMap::new();
+/// state.save_state("", &mut saved);
+/// assert_eq!(saved["trace.bias"].shape, [3]);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SgdState<E, D: dfdx::prelude::Storage<E>> {
     count: u64,

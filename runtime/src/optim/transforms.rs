@@ -28,6 +28,11 @@ pub fn identity() -> Identity {
 }
 
 /// See [`identity`].
+///
+/// ```
+/// let tx = flaxen_runtime::optim::Identity;
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Identity;
 
@@ -54,6 +59,11 @@ pub fn scale(factor: f64) -> Scale {
 }
 
 /// See [`scale`].
+///
+/// ```
+/// let tx = flaxen_runtime::optim::Scale(-0.1);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Scale(pub f64);
 
@@ -102,10 +112,24 @@ pub fn scale_by_schedule<S: Schedule>(schedule: S) -> ScaleBySchedule<S> {
 }
 
 /// See [`scale_by_schedule`].
+///
+/// ```
+/// let tx = flaxen_runtime::optim::ScaleBySchedule(flaxen_runtime::schedule::constant(-0.1));
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone)]
 pub struct ScaleBySchedule<S>(pub S);
 
-/// A bare update counter (state of [`ScaleBySchedule`]).
+/// A bare update counter (state of [`ScaleBySchedule`]), saved as
+/// `{prefix}count`.
+///
+/// ```
+/// # use flaxen_runtime::optim::CountState;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// let mut saved = StateMap::<f32>::new();
+/// CountState { count: 7 }.save_state("", &mut saved);
+/// assert_eq!(saved["count"].data, [7.0]);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CountState {
     /// Updates done so far.
@@ -155,6 +179,11 @@ pub fn add_decayed_weights(weight_decay: f64) -> AddDecayedWeights {
 }
 
 /// See [`add_decayed_weights`].
+///
+/// ```
+/// let tx = flaxen_runtime::optim::AddDecayedWeights(1e-4);
+/// # let _ = tx;
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct AddDecayedWeights(pub f64);
 
