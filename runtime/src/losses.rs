@@ -2,8 +2,8 @@
 //!
 //! Like Optax, the classification losses return one value per example; take
 //! `.mean()` for the batch loss. Every function keeps the tape of its first
-//! argument, so it works inside [`TrainState::value_and_grad`]
-//! (crate::train_state::TrainState::value_and_grad) and never reads the
+//! argument, so it works inside
+//! [`TrainState::value_and_grad`](crate::train_state::TrainState::value_and_grad) and never reads the
 //! device. Logits are `(batch, classes)` with any [`Dim`]s (`Const<N>` or
 //! `usize`).
 //!
