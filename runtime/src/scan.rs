@@ -11,7 +11,8 @@ use dfdx::prelude::*;
 /// shape `[K, ...]`, or a tuple of such values (e.g. `(images, labels)`).
 ///
 /// ```
-/// use flaxen::prelude::*;
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::scan::{stack_batches, Stacked};
 /// let dev: Cpu = Default::default();
 /// let x: Tensor<Rank3<5, 4, 3>, f32, _> = dev.sample_normal();
 /// let y: Tensor<Rank2<5, 4>, usize, _> = dev.zeros();
@@ -134,7 +135,8 @@ impl<const K: usize, T: Stacked<K>> Stacked<K> for &T {
 /// `[(x0, y0), (x1, y1)]` becomes `(stack[x0, x1], stack[y0, y1])`.
 ///
 /// ```
-/// use flaxen::prelude::*;
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::scan::{stack_batches, Stacked};
 /// let dev: Cpu = Default::default();
 /// let b = |v: f32| (dev.tensor([[v; 3]; 2]), dev.tensor([1usize, 0]));
 /// let (x, y) = stack_batches([b(0.0), b(1.0), b(2.0)]);
