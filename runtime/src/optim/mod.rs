@@ -29,8 +29,10 @@
 //!   Optax model, updates as tensors that any transformation can rewrite;
 //! - [`GradientTransformation::apply_model`] (what
 //!   [`TrainState`](crate::train_state::TrainState) uses): the same result,
-//!   but `sgd`/`adam`/`adamw`/`rmsprop` used alone run their kernel directly
-//!   on the parameters, as fast as dfdx's own optimizers.
+//!   but `sgd`/`adam`/`adamw`/`rmsprop`, alone or last in a [`chain`], run
+//!   their kernel directly on the parameters, as fast as dfdx's own
+//!   optimizers (`examples/bench_optim.rs`: ratio ≈ 1.05 on 824,458
+//!   parameters; ≈ 1.6 on the two-step path).
 //!
 //! # Decisions
 //!
