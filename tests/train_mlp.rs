@@ -164,3 +164,26 @@ fn bad_checkpoints_change_nothing() {
     other.load_state("run.", &good).unwrap();
     assert_eq!(other.params.0.weight.as_vec(), before);
 }
+
+#[test]
+fn nan_losses_do_not_panic() {
+    let dev: Cpu = Cpu::seed_from_u64(3);
+    let tx = chain((clip_by_global_norm(1.0), multi_steps(1, adamw(1e-3, 1e-4))));
+    let mut state = TrainState::create(dev.build_module::<Mlp, f32>(), tx).unwrap();
+    let (x, y) = batch(&dev);
+    let (loss, grads) = state
+        .value_and_grad(|model, tape| {
+            let logits = model.forward(x.put_tape(tape));
+            softmax_cross_entropy_with_integer_labels(logits, y).mean() * f32::NAN
+        })
+        .unwrap();
+    state.apply_gradients(grads).unwrap();
+    let mut m = Metrics::new();
+    m.add_loss(&loss);
+    // The caller (or the NaN guard) decides what to do; nothing panicked.
+    assert!(m.mean_loss().unwrap().is_nan());
+    assert!(state.params.0.weight.as_vec().iter().any(|v| v.is_nan()));
+    let mut saved = StateMap::new();
+    state.save_state("", &mut saved);
+    assert_eq!(saved["step"].data, [1.0]);
+}

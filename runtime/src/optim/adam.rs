@@ -164,18 +164,18 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
         })
     }
 
-    fn apply_model<M: TensorCollection<E, D>>(
+    fn update_and_apply<M: TensorCollection<E, D>>(
         &self,
         state: &mut Self::State,
-        mut grads: Gradients<E, D>,
+        mut updates: Updates<E, D>,
         model: &mut M,
     ) -> Result<Gradients<E, D>, D::Err> {
         // dfdx's decoupled decay subtracts `lr * (step + wd * p)`, which is
         // Optax's adamw update.
         let decay = (self.weight_decay != 0.0).then_some(WeightDecay::Decoupled(self.weight_decay));
         let (_, kernel) = self.next(state, decay);
-        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
-        Ok(grads)
+        state.buffers.apply_in_place(&mut updates, model, &kernel)?;
+        Ok(updates.into_gradients())
     }
 }
 

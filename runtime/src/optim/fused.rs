@@ -102,18 +102,19 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
         Ok(())
     }
 
-    /// Runs `kernel` directly on the parameters of `model` (one pass per
-    /// tensor, as dfdx's own optimizers do). A gradient that backward never
-    /// wrote counts as zeros.
+    /// Runs `kernel` directly on the parameters of `model` with `updates` as
+    /// the gradients (one pass per tensor, as dfdx's own optimizers do). A
+    /// gradient that backward never wrote counts as zeros.
     pub(crate) fn apply_in_place<M: TensorCollection<E, D>, K: Kernel<E, D>>(
         &mut self,
-        grads: &mut Gradients<E, D>,
+        updates: &mut Updates<E, D>,
         model: &mut M,
         kernel: &K,
     ) -> Result<(), D::Err> {
         let mut op = InPlace {
             buffers: self,
-            grads,
+            updates,
+            scratch: Scratch::new(),
             kernel,
             i: 0,
         };
@@ -234,7 +235,8 @@ pub(crate) fn load_count<E: Dtype>(key: &str, src: &StateMap<E>) -> Result<u64, 
 
 struct InPlace<'a, E, D: Storage<E>, K> {
     buffers: &'a mut Buffers<E, D>,
-    grads: &'a mut Gradients<E, D>,
+    updates: &'a mut Updates<E, D>,
+    scratch: Scratch<E, D>,
     kernel: &'a K,
     i: usize,
 }
@@ -253,7 +255,8 @@ impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_
         if !opts.do_gradient_update {
             return Ok(None);
         }
-        let key = &self.buffers.out[self.i];
+        let i = self.i;
+        let key = &self.buffers.out[i];
         assert_eq!(
             key.shape().0,
             p.shape().num_elements(),
@@ -264,7 +267,7 @@ impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_
         for b in self.buffers.bufs.iter_mut() {
             moments.push(b.get_or_alloc_mut(key)?);
         }
-        let g = self.grads.get_or_alloc_mut(p)?;
+        let g = self.updates.buffer_for(i, p, &mut self.scratch)?;
         self.kernel.run(p, &mut moments, g)?;
         Ok(None)
     }

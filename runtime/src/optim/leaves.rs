@@ -301,8 +301,19 @@ impl<E: Dtype, D: Device<E>> Updates<E, D> {
         params: &Params<E, D>,
         scratch: &'a mut Scratch<E, D>,
     ) -> Result<&'a <D as Storage<E>>::Vec, D::Err> {
+        self.buffer_for(i, &params.leaves[i], scratch)
+    }
+
+    /// [`Updates::buffer`] with the parameter itself (any shape, same id as
+    /// its leaf) as the key into the gradients.
+    pub(crate) fn buffer_for<'a, S: Shape>(
+        &'a mut self,
+        i: usize,
+        param: &Tensor<S, E, D>,
+        scratch: &'a mut Scratch<E, D>,
+    ) -> Result<&'a <D as Storage<E>>::Vec, D::Err> {
         match self.slots[i].as_mut() {
-            None => Ok(&*self.raw.get_or_alloc_mut(&params.leaves[i])?),
+            None => Ok(&*self.raw.get_or_alloc_mut(param)?),
             Some(t) => scratch.copy_of(t),
         }
     }
@@ -346,9 +357,12 @@ impl<E: Dtype, D: Device<E>> Scratch<E, D> {
         &mut self,
         t: &mut Leaf<E, D>,
     ) -> Result<&<D as Storage<E>>::Vec, D::Err> {
-        let key = t.clone();
-        copy_into(t, &key, &mut self.zeros, &mut self.copies)?;
-        Ok(&*self.copies.get_or_alloc_mut(&key)?)
+        // `t` is its own key (a clone would share its buffer and make the
+        // kernel copy it first).
+        let zero = self.zeros.get_or_alloc_mut(&*t)?;
+        let out = self.copies.get_or_alloc_mut(&*t)?;
+        COPY.try_update(t, out, zero)?;
+        Ok(&*self.copies.get_or_alloc_mut(&*t)?)
     }
 }
 
@@ -361,15 +375,17 @@ pub(crate) fn copy_into<E: Dtype, D: Device<E>>(
     zeros: &mut Gradients<E, D>,
     dst: &mut Gradients<E, D>,
 ) -> Result<(), D::Err> {
-    let cfg = SgdConfig {
-        lr: 0.0,
-        momentum: Some(Momentum::Classic(0.0)),
-        weight_decay: Some(WeightDecay::L2(1.0)),
-    };
     let zero = zeros.get_or_alloc_mut(key)?;
     let out = dst.get_or_alloc_mut(key)?;
-    cfg.try_update(t, out, zero)
+    COPY.try_update(t, out, zero)
 }
+
+/// dfdx's SGD kernel configured as a copy: `velocity = 0 + 1 * param + 0 * 0`.
+const COPY: SgdConfig = SgdConfig {
+    lr: 0.0,
+    momentum: Some(Momentum::Classic(0.0)),
+    weight_decay: Some(WeightDecay::L2(1.0)),
+};
 
 /// Adds `updates` to the trainable tensors of `model`, in place
 /// (`params += updates`, Optax's `apply_updates`). Parameter ids stay the

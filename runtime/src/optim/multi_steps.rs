@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use dfdx::prelude::{Dtype, HasShape, Storage};
+use dfdx::prelude::{Dtype, Gradients, HasShape, Storage, TensorCollection};
 use dfdx::tensor_ops::Device;
 
 use super::fused::{load_count, lookup, save_count};
@@ -113,6 +113,49 @@ impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransforma
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err> {
+        if self.accumulate(state, updates, params)? {
+            let mut inner = Updates::from_leaves(take_mean(state)?);
+            self.inner.update(&mut state.inner, &mut inner, params)?;
+            for i in 0..inner.len() {
+                updates.set(i, inner.take(i, params)?);
+            }
+        } else {
+            // Optax yields zero updates between the k-th steps.
+            for (i, p) in params.leaves().iter().enumerate() {
+                updates.set(i, p.device().try_zeros_like(p.shape())?);
+            }
+        }
+        Ok(())
+    }
+
+    fn update_and_apply<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        mut updates: Updates<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        let apply = {
+            let params = Params::of(model)?;
+            self.accumulate(state, &mut updates, &params)?
+        };
+        if apply {
+            let mean = Updates::from_leaves(take_mean(state)?);
+            self.inner.update_and_apply(&mut state.inner, mean, model)?;
+        }
+        // Between the k-th steps the update is zero: nothing to add.
+        Ok(updates.into_gradients())
+    }
+}
+
+impl<T> MultiSteps<T> {
+    /// Adds `updates` to the running mean and advances the counters; true
+    /// when this is a k-th step (the mean must be applied).
+    fn accumulate<E: Dtype, D: Device<E>, S>(
+        &self,
+        state: &mut MultiStepsState<S, E, D>,
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<bool, D::Err> {
         // Running mean, as Optax: acc += (g - acc) / (mini_step + 1).
         let n = state.mini_step as f64 + 1.0;
         for (i, acc) in state.acc.iter_mut().enumerate() {
@@ -120,26 +163,25 @@ impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransforma
             acc.try_axpy(1.0 - 1.0 / n, &g, 1.0 / n)?;
         }
         if state.mini_step + 1 >= self.k {
-            let mut fresh = Vec::with_capacity(state.acc.len());
-            for a in &state.acc {
-                fresh.push(a.device().try_zeros_like(a.shape())?);
-            }
-            let mean = std::mem::replace(&mut state.acc, fresh);
-            let mut inner = Updates::from_leaves(mean);
-            self.inner.update(&mut state.inner, &mut inner, params)?;
-            for i in 0..inner.len() {
-                updates.set(i, inner.take(i, params)?);
-            }
             state.mini_step = 0;
             state.gradient_step += 1;
+            Ok(true)
         } else {
-            for (i, p) in params.leaves().iter().enumerate() {
-                updates.set(i, p.device().try_zeros_like(p.shape())?);
-            }
             state.mini_step += 1;
+            Ok(false)
         }
-        Ok(())
     }
+}
+
+/// Takes the accumulated mean out of `state`, leaving zeros.
+fn take_mean<E: Dtype, D: Device<E>, S>(
+    state: &mut MultiStepsState<S, E, D>,
+) -> Result<Vec<Leaf<E, D>>, D::Err> {
+    let mut fresh = Vec::with_capacity(state.acc.len());
+    for a in &state.acc {
+        fresh.push(a.device().try_zeros_like(a.shape())?);
+    }
+    Ok(std::mem::replace(&mut state.acc, fresh))
 }
 
 impl<E: Dtype, D: Device<E>, S: StateDict<E> + Clone> StateDict<E> for MultiStepsState<S, E, D> {

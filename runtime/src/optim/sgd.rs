@@ -86,15 +86,15 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Sgd<L
         state.buffers.step(updates, params, &kernel, |_, _| Ok(()))
     }
 
-    fn apply_model<M: TensorCollection<E, D>>(
+    fn update_and_apply<M: TensorCollection<E, D>>(
         &self,
         state: &mut Self::State,
-        mut grads: Gradients<E, D>,
+        mut updates: Updates<E, D>,
         model: &mut M,
     ) -> Result<Gradients<E, D>, D::Err> {
         let kernel = self.next(state);
-        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
-        Ok(grads)
+        state.buffers.apply_in_place(&mut updates, model, &kernel)?;
+        Ok(updates.into_gradients())
     }
 }
 
