@@ -13,6 +13,7 @@ pub use flaxen_runtime::dfdx;
 /// Everything needed to write and train a model: dfdx's prelude, the runtime
 /// and the macros.
 pub mod prelude {
+    pub use flaxen_macros::*;
     pub use flaxen_runtime::dfdx::prelude::*;
     pub use flaxen_runtime::prelude::*;
 }
@@ -22,5 +23,6 @@ pub mod prelude {
 pub mod __private {
     pub use ::core;
     pub use flaxen_runtime;
+    pub use flaxen_runtime::compact::{scalar, try_silu, Compact, ParamDtype};
     pub use flaxen_runtime::dfdx;
 }

@@ -1,1 +1,34 @@
-//! Procedural macros of flaxen.
+//! Procedural macros of flaxen: `#[compact]` (and `scan!`).
+//!
+//! This file holds only the entry points; each phase lives in its own
+//! module: [`parse`] → [`check`] (shape inference and validation) →
+//! [`expand`], with the shape arithmetic in [`shape`] and the vocabulary
+//! (names, arguments, suggestions) in [`vocab`].
+
+use proc_macro::TokenStream;
+
+mod check;
+mod expand;
+mod parse;
+mod shape;
+mod vocab;
+
+/// Turns a Flax-style `@nn.compact` model into a shape-checked dfdx module.
+///
+/// See the `flaxen` crate documentation for the language and what is
+/// generated.
+#[proc_macro_attribute]
+pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
+    compact_impl(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+fn compact_impl(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let model = parse::parse(attr, item)?;
+    let plan = check::check(model)?;
+    Ok(expand::expand(&plan))
+}

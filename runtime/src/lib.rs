@@ -5,6 +5,7 @@
 
 pub use dfdx;
 
+pub mod compact;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).

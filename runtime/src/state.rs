@@ -28,7 +28,9 @@ pub enum StateError {
         key: String,
     },
     /// A tensor is present but has another shape.
-    #[error("tensor `{key}` has shape {found:?} in the checkpoint, but the model expects {expected:?}")]
+    #[error(
+        "tensor `{key}` has shape {found:?} in the checkpoint, but the model expects {expected:?}"
+    )]
     Shape {
         /// The key of the tensor.
         key: String,
