@@ -5,10 +5,11 @@
 
 pub use dfdx;
 
-pub mod compact;
 pub mod state;
 
 /// Everything a flaxen user needs in scope (re-exported by `flaxen::prelude`).
 pub mod prelude {
     pub use crate::state::{StateDict, StateError, StateMap};
 }
+
+pub mod compact;
