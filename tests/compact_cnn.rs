@@ -34,7 +34,12 @@ type HandCnn = (
         ReLU,
         AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>,
     ),
-    (Flatten2D<64, 7, 7, 3136>, Linear<3136, 256>, ReLU, Linear<256, 10>),
+    (
+        Flatten2D<64, 7, 7, 3136>,
+        Linear<3136, 256>,
+        ReLU,
+        Linear<256, 10>,
+    ),
 );
 
 #[test]
@@ -44,7 +49,10 @@ fn seed_cnn_infers_sizes_and_counts_params() {
     // The in-features of the first Dense were inferred: 64 * 7 * 7.
     let _: &modules::Linear<3136, 256, f32, Cpu> = &m.dense_0;
     assert_eq!(m.num_trainable_params(), 824_458);
-    assert_eq!(<Cnn as flaxen::runtime::compact::Compact>::NUM_PARAMS, 824_458);
+    assert_eq!(
+        <Cnn as flaxen::runtime::compact::Compact>::NUM_PARAMS,
+        824_458
+    );
     let x: Tensor<Rank4<2, 1, 28, 28>, f32, _> = dev.sample_normal();
     let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(x.clone());
     let xd: Tensor<(usize, Const<1>, Const<28>, Const<28>), f32, _> = x.realize();
@@ -73,10 +81,22 @@ fn dsl_equals_hand_written() {
     let gm = m.forward(x.clone().traced(gm)).square().mean().backward();
     let gh = h.alloc_grads();
     let gh = h.forward(x.traced(gh)).square().mean().backward();
-    assert_eq!(gm.get(&m.conv_0.weight).as_vec(), gh.get(&h.0 .0.weight).as_vec());
-    assert_eq!(gm.get(&m.conv_1.bias).as_vec(), gh.get(&h.0 .3.bias).as_vec());
-    assert_eq!(gm.get(&m.dense_0.weight).as_vec(), gh.get(&h.1 .1.weight).as_vec());
-    assert_eq!(gm.get(&m.dense_1.bias).as_vec(), gh.get(&h.1 .3.bias).as_vec());
+    assert_eq!(
+        gm.get(&m.conv_0.weight).as_vec(),
+        gh.get(&h.0 .0.weight).as_vec()
+    );
+    assert_eq!(
+        gm.get(&m.conv_1.bias).as_vec(),
+        gh.get(&h.0 .3.bias).as_vec()
+    );
+    assert_eq!(
+        gm.get(&m.dense_0.weight).as_vec(),
+        gh.get(&h.1 .1.weight).as_vec()
+    );
+    assert_eq!(
+        gm.get(&m.dense_1.bias).as_vec(),
+        gh.get(&h.1 .3.bias).as_vec()
+    );
 }
 
 /// The CNN of `tests/fixtures/flax_cnn_scan5.json`, in the DSL.
@@ -135,8 +155,7 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(String, &Arr)]) {
 
 #[test]
 fn flax_first_loss_through_safetensors_keys() {
-    let f: Fixture =
-        serde_json::from_str(include_str!("fixtures/flax_cnn_scan5.json")).unwrap();
+    let f: Fixture = serde_json::from_str(include_str!("fixtures/flax_cnn_scan5.json")).unwrap();
     // Flax's parameter names -> the DSL's checkpoint keys.
     let rename = |k: &str| {
         k.replace("conv0.weight_oihw", "conv_0.weight")
@@ -157,7 +176,10 @@ fn flax_first_loss_through_safetensors_keys() {
     let dev: Cpu = Default::default();
     let mut m = dev.build_module::<SmallCnn, f32>();
     m.load_safetensors(&path).unwrap();
-    assert_eq!(m.conv_0.weight.as_vec(), f.init_params["conv0.weight_oihw"].data);
+    assert_eq!(
+        m.conv_0.weight.as_vec(),
+        f.init_params["conv0.weight_oihw"].data
+    );
 
     let n = 4 * 64;
     let x: Tensor<Rank4<4, 1, 8, 8>, f32, _> = dev.tensor(f.xs.data[..n].to_vec());
@@ -167,6 +189,10 @@ fn flax_first_loss_through_safetensors_keys() {
     }
     let y: Tensor<Rank2<4, 10>, f32, _> = dev.tensor(onehot);
     let loss = cross_entropy_with_logits_loss(m.forward(x), y).array();
-    assert!((loss - f.losses[0]).abs() < 1e-5, "loss {loss} vs Flax {}", f.losses[0]);
+    assert!(
+        (loss - f.losses[0]).abs() < 1e-5,
+        "loss {loss} vs Flax {}",
+        f.losses[0]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -137,6 +137,10 @@ struct Checker {
     env: HashMap<String, Val>,
     counters: HashMap<String, usize>,
     names: HashMap<String, ()>,
+    /// The input checks of the nested models called so far: a later
+    /// assertion that depends on a nested model's output only applies when
+    /// that call was valid, so one mistake gives one error.
+    guards: Vec<TokenStream>,
 }
 
 /// Path of dfdx's modules in generated code.
@@ -163,6 +167,7 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         env: HashMap::new(),
         counters: HashMap::new(),
         names: HashMap::new(),
+        guards: Vec::new(),
     };
     c.env.insert(model.input.var.to_string(), Val::Tensor(0));
     for l in &model.lets {
@@ -197,6 +202,16 @@ pub fn check(model: Model) -> syn::Result<Plan> {
 }
 
 impl Checker {
+    /// Records a `const` assertion that depends on nested models' outputs.
+    fn assert_dependent(&mut self, cond: TokenStream, msg: String, span: Span) {
+        let guards = &self.guards;
+        self.asserts.push(Assert {
+            cond: quote!(!(true #(&& #guards)*) || (#cond)),
+            msg,
+            span,
+        });
+    }
+
     fn shape(&self, step: usize) -> &[Dim] {
         &self.steps[step].shape
     }
@@ -306,12 +321,21 @@ impl Checker {
         let sym = op.symbol();
         match (l, r) {
             (Val::Poison, _) | (_, Val::Poison) => Val::Poison,
-            (Val::Number(a), Val::Number(b)) => Val::Number(match op {
-                BinOp::Add => a + b,
-                BinOp::Sub => a - b,
-                BinOp::Mul => a * b,
-                BinOp::Div => a / b,
-            }),
+            (Val::Number(a), Val::Number(b)) => {
+                let v = match op {
+                    BinOp::Add => a + b,
+                    BinOp::Sub => a - b,
+                    BinOp::Mul => a * b,
+                    BinOp::Div => a / b,
+                };
+                if v.is_finite() {
+                    Val::Number(v)
+                } else {
+                    self.errs
+                        .push(Error::new_spanned(tokens, "this number is not finite"));
+                    Val::Poison
+                }
+            }
             (Val::Tensor(i), Val::Number(v)) => {
                 let s = self.shape(i).to_vec();
                 self.push(
@@ -353,11 +377,10 @@ impl Checker {
                         )));
                         return Val::Poison;
                     }
-                    Same::IfConst(cond) => self.asserts.push(Assert {
-                        cond,
-                        msg: format!("`{sym}` needs operands of the same shape; {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb)),
-                        span: first_span(tokens),
-                    }),
+                    Same::IfConst(cond) => {
+                        let msg = format!("`{sym}` needs operands of the same shape; {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb));
+                        self.assert_dependent(cond, msg, first_span(tokens));
+                    }
                 }
                 self.push(Kind::Binary(op, a, b), sa, None)
             }
@@ -509,11 +532,14 @@ impl Checker {
             match shape::window(size, kk, ss, p) {
                 Ok(w) => {
                     if let Some(cond) = &w.requires {
-                        self.asserts.push(Assert {
-                            cond: cond.clone(),
-                            msg: format!("`{what}`: the window ({kk}) is larger than the padded input along axis {}", axis + 1),
-                            span: first_span(tokens),
-                        });
+                        let msg = format!(
+                            "`{what}` window {}x{} does not fit: {} has shape {} here",
+                            k.0,
+                            k.1,
+                            input.describe(),
+                            show(s)
+                        );
+                        self.assert_dependent(cond.clone(), msg, first_span(tokens));
                     }
                     out.push(w);
                 }
@@ -572,7 +598,7 @@ impl Checker {
             quote!(MaxPool2D)
         };
         let (c, h, w) = (s[0].generic(), s[1].generic(), s[2].generic());
-        let (kh, kw, sh, sw) = (k.0, k.1, st.0, st.1);
+        let (kh, kw, sh, sw) = (lit(k.0), lit(k.1), lit(st.0), lit(st.1));
         let (pt, pb, pl, pr) = (
             wh.pad_lo.generic(),
             wh.pad_hi.generic(),
@@ -661,9 +687,11 @@ impl Checker {
                 let inf = s[s.len() - 1].clone();
                 let ig = inf.generic();
                 let ty = if bias {
-                    quote!(#nn::Linear<#ig, #o, E, D>)
+                    let ol = lit(o);
+                    quote!(#nn::Linear<#ig, #ol, E, D>)
                 } else {
-                    quote!(#nn::UnbiasedLinear<#ig, #o, E, D>)
+                    let ol = lit(o);
+                    quote!(#nn::UnbiasedLinear<#ig, #ol, E, D>)
                 };
                 let params = match inf.known() {
                     Some(f) => {
@@ -722,7 +750,7 @@ impl Checker {
                 let Some(name) = name else { return Val::Poison };
                 let l = layers();
                 let (c, h, w) = (s[0].generic(), s[1].generic(), s[2].generic());
-                let (kh, kw, sh, sw) = (k.0, k.1, st.0, st.1);
+                let (kh, kw, sh, sw) = (lit(k.0), lit(k.1), lit(st.0), lit(st.1));
                 let (pt, pb, pl, pr) = (
                     wh.pad_lo.generic(),
                     wh.pad_hi.generic(),
@@ -730,9 +758,10 @@ impl Checker {
                     ww.pad_hi.generic(),
                 );
                 let (oh, ow) = (wh.out.generic(), ww.out.generic());
-                let ty = quote!(#l::Conv2D<#c, #o, #kh, #kw, #sh, #sw, #pt, #pb, #pl, #pr, #h, #w, #oh, #ow, E, D>);
+                let ol = lit(o);
+                let ty = quote!(#l::Conv2D<#c, #ol, #kh, #kw, #sh, #sw, #pt, #pb, #pl, #pr, #h, #w, #oh, #ow, E, D>);
                 let params = match s[0].known() {
-                    Some(cn) => Dim::Known(shape::params(&[o, cn, kh, kw]).saturating_add(o)),
+                    Some(cn) => Dim::Known(shape::params(&[o, cn, k.0, k.1]).saturating_add(o)),
                     None => {
                         let ce = s[0].expr();
                         Dim::Sym(
@@ -893,16 +922,19 @@ impl Checker {
         });
         let span = first_span(tokens);
         let ptxt = path.to_token_stream().to_string().replace(' ', "");
-        self.asserts.push(Assert {
-            cond: quote!(#ct::IN_RANK == #r #(&& #dims)*),
-            msg: format!("`{ptxt}` is called on {} of shape {}, which is not the input shape `{ptxt}` declares in its `fn forward`", input.describe(), show(&s)),
+        let input_ok = quote!(#ct::IN_RANK == #r #(&& #dims)*);
+        self.assert_dependent(
+            input_ok.clone(),
+            format!("`{ptxt}` is called on {} of shape {}, which is not the input shape `{ptxt}` declares in its `fn forward`", input.describe(), show(&s)),
             span,
-        });
-        self.asserts.push(Assert {
-            cond: quote!(#ct::OUT_RANK == #r),
-            msg: format!("`{ptxt}` changes the rank of its input; a nested model must return as many axes as it takes"),
+        );
+        let rank_ok = quote!(#ct::OUT_RANK == #r);
+        self.assert_dependent(
+            rank_ok.clone(),
+            format!("`{ptxt}` changes the rank of its input; a nested model must return as many axes as it takes"),
             span,
-        });
+        );
+        self.guards.push(quote!(#input_ok && #rank_ok));
         let out_consts = ["OUT_0", "OUT_1", "OUT_2"];
         let out: Vec<Dim> = out_consts[..r]
             .iter()
@@ -924,6 +956,12 @@ impl Checker {
             format!("nested `{ptxt}`"),
         )
     }
+}
+
+/// An unsuffixed integer literal (`32`, not `32usize`), so generated types
+/// read like hand-written ones in rustdoc and compiler messages.
+fn lit(n: usize) -> proc_macro2::Literal {
+    proc_macro2::Literal::usize_unsuffixed(n)
 }
 
 /// The span of the first token (where `const` assertion errors point).

@@ -278,9 +278,19 @@ fn forward(plan: &Plan, mutable: bool) -> (Vec<TokenStream>, TokenStream) {
                     #dfdx::tensor_ops::ReshapeTo::try_reshape_like(__x, &(__b, #dfdx::shapes::Const::<#n>))?
                 })
             }
-            Kind::Binary(op, _, _) => {
+            Kind::Binary(op, l, r) => {
                 let (a, b) = (&args[0], &args[1]);
                 let f = binop(*op);
+                let (ls, rs) = (&plan.steps[*l].shape, &plan.steps[*r].shape);
+                if ls.iter().chain(rs).any(|d| d.known().is_none()) {
+                    // Shapes from a nested model's consts: the equality is a
+                    // `const` assertion; stating the op in the where-clause
+                    // keeps a mismatch from also surfacing as a trait error
+                    // in the body.
+                    let (lt, rt_) = (tensor_ty(ls), tensor_ty(rs));
+                    let tr = binop_trait(*op);
+                    wheres.push(quote!(#lt: #tr<#rt_, Err = D::Err>));
+                }
                 quote!(#f(#a, #b)?)
             }
             Kind::Scalar {
@@ -307,6 +317,16 @@ fn forward(plan: &Plan, mutable: bool) -> (Vec<TokenStream>, TokenStream) {
     }
     let out = read(plan.output);
     (wheres, quote!(#(#stmts)* ::core::result::Result::Ok(#out)))
+}
+
+fn binop_trait(op: BinOp) -> TokenStream {
+    let dfdx = dfdx();
+    match op {
+        BinOp::Add => quote!(#dfdx::tensor_ops::TryAdd),
+        BinOp::Sub => quote!(#dfdx::tensor_ops::TrySub),
+        BinOp::Mul => quote!(#dfdx::tensor_ops::TryMul),
+        BinOp::Div => quote!(#dfdx::tensor_ops::TryDiv),
+    }
 }
 
 fn binop(op: BinOp) -> TokenStream {

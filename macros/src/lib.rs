@@ -13,6 +13,9 @@ mod parse;
 mod shape;
 mod vocab;
 
+#[cfg(test)]
+mod tests;
+
 /// Turns a Flax-style `@nn.compact` model into a shape-checked dfdx module.
 ///
 /// See the `flaxen` crate documentation for the language and what is

