@@ -144,7 +144,7 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(String, &Arr)]) {
         );
     }
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();

@@ -87,7 +87,7 @@ fn nested_shapes_flow_through_consts() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Outer, f32>();
     assert_eq!(<Outer as Compact>::OUT_0, 2);
-    let conv = 4 * 1 * 9 + 4;
+    let conv = 4 * 9 + 4; // 1 input channel
     let inner = 4 * 4 * 9 + 4;
     assert_eq!(m.num_trainable_params(), conv + inner + 4 * 3 * 3 * 2 + 2);
     let x: Tensor<Rank4<3, 1, 6, 6>, f32, _> = dev.sample_normal();

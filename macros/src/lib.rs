@@ -18,8 +18,9 @@ mod tests;
 
 /// Turns a Flax-style `@nn.compact` model into a shape-checked dfdx module.
 ///
-/// See the `flaxen` crate documentation for the language and what is
-/// generated.
+/// Use it through the `flaxen` crate (`flaxen::compact`), whose
+/// documentation describes the language and what is generated; the
+/// generated code names only `::flaxen::__private` paths.
 #[proc_macro_attribute]
 pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
     compact_impl(attr.into(), item.into())

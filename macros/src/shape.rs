@@ -313,7 +313,7 @@ mod tests {
         assert!(w.out.known().is_none() && w.requires.is_some());
         assert!(w.out.generic().to_string().contains("conv_out_size"));
         assert!(matches!(
-            same_shape(&[s.clone()], &[Dim::Known(4)]),
+            same_shape(std::slice::from_ref(&s), &[Dim::Known(4)]),
             Same::IfConst(_)
         ));
         assert!(matches!(

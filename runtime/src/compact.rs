@@ -20,24 +20,16 @@ use dfdx::tensor::Storage;
 /// Shapes are per example (the batch axis is not counted). Ranks are at most
 /// 4; unused dimensions are `0`.
 ///
+/// `#[compact]` implements it (see `flaxen::compact`); generic code can read
+/// a model's shapes from it:
+///
 /// ```
-/// use flaxen::prelude::*;
-/// use flaxen::runtime::compact::Compact;
+/// use flaxen_runtime::compact::Compact;
 ///
-/// pub struct Mlp;
-///
-/// #[compact]
-/// impl Mlp {
-///     fn forward(x: Input<784>) {
-///         let x = relu(Dense(128)(x));
-///         Dense(10)(x)
-///     }
+/// /// `[c, h, w]` of an image model's input.
+/// fn image_input<M: Compact>() -> Option<[usize; 3]> {
+///     (M::IN_RANK == 3).then_some([M::IN_0, M::IN_1, M::IN_2])
 /// }
-///
-/// assert_eq!(<Mlp as Compact>::IN_RANK, 1);
-/// assert_eq!(<Mlp as Compact>::IN_0, 784);
-/// assert_eq!(<Mlp as Compact>::OUT_0, 10);
-/// assert_eq!(<Mlp as Compact>::NUM_PARAMS, 784 * 128 + 128 + 128 * 10 + 10);
 /// ```
 pub trait Compact {
     /// The built module (`MlpModule<E, D>` for `Mlp`).
@@ -78,8 +70,8 @@ impl<E: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform> ParamDty
 /// gradients flow through both uses of `x`.
 ///
 /// ```
-/// use flaxen::prelude::*;
-/// use flaxen::runtime::compact::try_silu;
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::try_silu;
 ///
 /// let dev: Cpu = Default::default();
 /// let y = try_silu(dev.tensor([0.0f32, 1.0])).unwrap();
@@ -97,7 +89,7 @@ pub fn try_silu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 /// A float literal of the model source as the model's dtype (`x * 0.5`).
 ///
 /// ```
-/// assert_eq!(flaxen::runtime::compact::scalar::<f32>(0.5), 0.5f32);
+/// assert_eq!(flaxen_runtime::compact::scalar::<f32>(0.5), 0.5f32);
 /// ```
 pub fn scalar<E: Dtype>(value: f64) -> E {
     // Every dfdx dtype is `FromPrimitive`; `None` only for out-of-range
@@ -118,7 +110,7 @@ pub fn scalar<E: Dtype>(value: f64) -> E {
 /// macro cannot fold itself.
 ///
 /// ```
-/// assert_eq!(flaxen::runtime::compact::same_padding(28, 4, 1), (1, 2));
+/// assert_eq!(flaxen_runtime::compact::same_padding(28, 4, 1), (1, 2));
 /// ```
 pub const fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
     let stride = if stride == 0 { 1 } else { stride };
@@ -132,7 +124,7 @@ pub const fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, 
 /// `lo` and `hi`. The macro asserts beforehand that the window fits.
 ///
 /// ```
-/// assert_eq!(flaxen::runtime::compact::conv_out_size(28, 3, 1, 0, 0), 26);
+/// assert_eq!(flaxen_runtime::compact::conv_out_size(28, 3, 1, 0, 0), 26);
 /// ```
 pub const fn conv_out_size(
     size: usize,
