@@ -8,9 +8,6 @@
 
 // Every macro of the proc-macro crate; `compact` is re-exported again below
 // only to carry its documentation.
-#[allow(unused_imports)]
-pub use flaxen_macros::*;
-pub use flaxen_runtime as runtime;
 /// Turns a Flax `@nn.compact`-style model into a shape-checked dfdx module.
 ///
 /// ```
@@ -118,6 +115,9 @@ pub use flaxen_runtime as runtime;
 /// }
 /// ```
 pub use flaxen_macros::compact;
+#[allow(unused_imports)]
+pub use flaxen_macros::*;
+pub use flaxen_runtime as runtime;
 
 pub use flaxen_runtime::dfdx;
 

@@ -45,6 +45,12 @@ fn seed_expands() {
 }
 
 #[test]
+fn path_escapes_the_typo_check() {
+    let item = quote!(impl S { fn forward(x: Input<3>) { self::Conv2()(x) } });
+    assert!(run(TokenStream::new(), item).is_ok());
+}
+
+#[test]
 fn errors_are_collected() {
     let item = quote! {
         impl M {
@@ -149,176 +155,68 @@ fn mutated_token_streams_never_panic() {
 
 #[test]
 fn malformed_inputs_give_errors() {
-    let cases: Vec<(TokenStream, TokenStream)> = vec![
-        (quote!(), quote!()),
-        (quote!(foo), seed()),
-        (
-            quote!(),
-            quote!(
-                struct S;
-            ),
-        ),
-        (
-            quote!(),
-            quote!(impl Tr for S { fn forward(x: Input<1>) { x } }),
-        ),
-        (
-            quote!(),
-            quote!(
-                impl<T> S<T> {
-                    fn forward(x: Input<1>) {
-                        x
-                    }
-                }
-            ),
-        ),
-        (quote!(), quote!(impl S {})),
-        (quote!(), quote!(impl S { fn forward() { 1 } })),
-        (quote!(), quote!(impl S { fn forward(x: Input<>) { x } })),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1, 2, 3, 4>) { x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<99999999999999999999999>) { x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>, y: Input<1>) { x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) -> u8 { x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(&mut self, x: Input<1>) { x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { let y; x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { let (a, b) = x; x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { x.relu() } }),
-        ),
-        (quote!(), quote!(impl S { fn forward(x: Input<1>) { 1.0 } })),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { 1.0 / x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { x % x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { Dense(10)() } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { Dense(10)(x, x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { relu() } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { relu(k = x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<1>) { Dense(usize::MAX)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<18446744073709551615, 2, 2>) { flatten(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, (1, 2, 3))(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, padding = ((1, 2, 3), 1))(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, padding = -1)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, use_bias = 2)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4, 4>) { LayerNorm()(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3, 4>) { BatchNorm()(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { Dropout(rate = x)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { Dense(2, name = "a b")(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { Dense(2, name = 3)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { a::b(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { Relu()(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { relu(2.0) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { x; x } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { x * 1e400 } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { x * (1e300 * 1e300) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { x * (1.0 / 0.0) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { LayerNorm(epsilon = 1e999)(x) } }),
-        ),
-        (
-            quote!(),
-            quote!(impl S { fn forward(x: Input<3>) { fn f() {} x } }),
-        ),
-    ];
-    for (i, (attr, item)) in cases.into_iter().enumerate() {
-        let r = catch_unwind(AssertUnwindSafe(|| run(attr, item)));
-        match r {
-            Ok(Err(e)) => assert!(e.contains("compile_error"), "case {i}: {e}"),
-            Ok(Ok(_)) => panic!("case {i} should be an error"),
-            Err(_) => panic!("case {i} panicked"),
+    assert!(run(quote!(foo), seed()).is_err(), "attribute arguments");
+    // One impl block per line; every one is a mistake.
+    let cases = r#"
+        struct S;
+        impl Tr for S { fn forward(x: Input<1>) { x } }
+        impl<T> S<T> { fn forward(x: Input<1>) { x } }
+        impl S {}
+        impl S { fn forward() { 1 } }
+        impl S { fn forward(x: Input<>) { x } }
+        impl S { fn forward(x: Input<1, 2, 3, 4>) { x } }
+        impl S { fn forward(x: Input<99999999999999999999999>) { x } }
+        impl S { fn forward(x: Input<1>, y: Input<1>) { x } }
+        impl S { fn forward(x: Input<1>) -> u8 { x } }
+        impl S { fn forward(&mut self, x: Input<1>) { x } }
+        impl S { fn forward(x: Input<1>) { let y; x } }
+        impl S { fn forward(x: Input<1>) { let (a, b) = x; x } }
+        impl S { fn forward(x: Input<1>) { x.relu() } }
+        impl S { fn forward(x: Input<1>) { 1.0 } }
+        impl S { fn forward(x: Input<1>) { 1.0 / x } }
+        impl S { fn forward(x: Input<1>) { x % x } }
+        impl S { fn forward(x: Input<1>) { Dense(10)() } }
+        impl S { fn forward(x: Input<1>) { Dense(10)(x, x) } }
+        impl S { fn forward(x: Input<1>) { relu() } }
+        impl S { fn forward(x: Input<1>) { relu(k = x) } }
+        impl S { fn forward(x: Input<1>) { Dense(usize::MAX)(x) } }
+        impl S { fn forward(x: Input<18446744073709551615, 2, 2>) { flatten(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, (1, 2, 3))(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, padding = ((1, 2, 3), 1))(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, padding = -1)(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, use_bias = 2)(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { Conv(8, 3, use_bias = false)(x) } }
+        impl S { fn forward(x: Input<3, 4, 4>) { LayerNorm()(x) } }
+        impl S { fn forward(x: Input<3, 4>) { BatchNorm()(x) } }
+        impl S { fn forward(x: Input<3>) { Dropout(rate = x)(x) } }
+        impl S { fn forward(x: Input<3>) { Dense(2, name = "a b")(x) } }
+        impl S { fn forward(x: Input<3>) { Dense(2, name = 3)(x) } }
+        impl S { fn forward(x: Input<3>) { a::b(x) } }
+        impl S { fn forward(x: Input<3>) { Relu()(x) } }
+        impl S { fn forward(x: Input<3>) { relu(2.0) } }
+        impl S { fn forward(x: Input<3>) { x; x } }
+        impl S { fn forward(x: Input<3>) { fn f() {} x } }
+        impl S { fn forward(x: Input<3>) { x * 1e400 } }
+        impl S { fn forward(x: Input<3>) { x * (1e300 * 1e300) } }
+        impl S { fn forward(x: Input<3>) { x * (1.0 / 0.0) } }
+        impl S { fn forward(x: Input<3>) { LayerNorm(epsilon = 1e999)(x) } }
+        impl S { fn forward(x: Input<3>) { Conv2()(x) } }
+        impl S { fn forward(x: Input<3>) { Block(features = 4)(x) } }
+        impl S { fn forward(x: Input<3>) { Dense(2, name = "d")(Dense(2, name = "d")(x)) } }
+    "#;
+    for line in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let item: TokenStream = line.parse().expect("lexes");
+        match catch_unwind(AssertUnwindSafe(|| run(TokenStream::new(), item))) {
+            Ok(Err(e)) => assert!(e.contains("compile_error"), "{line}: {e}"),
+            Ok(Ok(_)) => panic!("should be an error: {line}"),
+            Err(_) => panic!("panicked: {line}"),
         }
     }
+}
+
+#[test]
+fn auto_name_taken_by_explicit_name() {
+    let item = quote!(impl S { fn forward(x: Input<3>) { Dense(2)(Dense(2, name = "dense_1")(Dense(2)(x))) } });
+    let err = run(TokenStream::new(), item).unwrap_err();
+    assert!(err.contains("automatic name `dense_1`"), "{err}");
 }
