@@ -353,7 +353,7 @@ fn module_doc(plan: &Plan) -> Vec<String> {
     let name = &plan.name;
     let mut lines = vec![
         String::new(),
-        format!("The module `#[compact]` built from [`{name}`] (`dev.build_module::<{name}, f32>()`)."),
+        format!("The module `#[compact]` built from `{name}` (`dev.build_module::<{name}, f32>()`)."),
         String::new(),
         format!("Input per example: `{}`; output per example: `{}` (the batch axis comes first and may be any `Dim`).", shape::show(&plan.steps[0].shape), shape::show(&plan.steps[plan.output].shape)),
         String::new(),
