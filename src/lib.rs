@@ -6,8 +6,6 @@
 //!
 //! Start with `use flaxen::prelude::*;`.
 
-// Every macro of the proc-macro crate; `compact` is re-exported again below
-// only to carry its documentation.
 /// Turns a Flax `@nn.compact`-style model into a shape-checked dfdx module.
 ///
 /// ```
@@ -115,16 +113,14 @@
 /// }
 /// ```
 pub use flaxen_macros::compact;
-#[allow(unused_imports)]
-pub use flaxen_macros::*;
+pub use flaxen_macros::scan;
 pub use flaxen_runtime as runtime;
-
 pub use flaxen_runtime::dfdx;
 
 /// Everything needed to write and train a model: dfdx's prelude, the runtime
 /// and the macros.
 pub mod prelude {
-    pub use flaxen_macros::*;
+    pub use flaxen_macros::{compact, scan};
     pub use flaxen_runtime::dfdx::prelude::*;
     pub use flaxen_runtime::prelude::*;
 }

@@ -39,6 +39,13 @@ fn nest(items: Vec<TokenStream>) -> TokenStream {
     nest(groups)
 }
 
+/// The whole `#[compact]` pipeline: parse, check, expand.
+pub fn compact(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let model = crate::parse::parse(attr, item)?;
+    let plan = crate::check::check(model)?;
+    Ok(expand(&plan))
+}
+
 /// Generates everything for a checked model.
 pub fn expand(plan: &Plan) -> TokenStream {
     let dfdx = dfdx();

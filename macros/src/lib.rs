@@ -1,15 +1,18 @@
-//! Procedural macros of flaxen: `#[compact]` (and `scan!`).
+//! Procedural macros of flaxen. Use them through the `flaxen` crate.
 //!
-//! This file holds only the entry points; each phase lives in its own
-//! module: [`parse`] → [`check`] (shape inference and validation) →
-//! [`expand`], with the shape arithmetic in [`shape`] and the vocabulary
-//! (names, arguments, suggestions) in [`vocab`].
+//! Each entry point only delegates to the module of its phase pipeline and
+//! turns errors into `compile_error!`s at the user's spans.
+//!
+//! `#[compact]`: [`parse`] → [`check`] (shape inference and validation,
+//! every error collected) → [`expand`], with the shape arithmetic in
+//! [`shape`] and the vocabulary (names, arguments, suggestions) in [`vocab`].
 
 use proc_macro::TokenStream;
 
 mod check;
 mod expand;
 mod parse;
+mod scan;
 mod shape;
 mod vocab;
 
@@ -18,21 +21,22 @@ mod tests;
 
 /// Turns a Flax-style `@nn.compact` model into a shape-checked dfdx module.
 ///
-/// Use it through the `flaxen` crate (`flaxen::compact`), whose
-/// documentation describes the language and what is generated; the
-/// generated code names only `::flaxen::__private` paths.
+/// See `flaxen::compact` for the full documentation; the generated code
+/// names only `::flaxen::__private` paths.
 #[proc_macro_attribute]
 pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
-    compact_impl(attr.into(), item.into())
+    expand::compact(attr.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
 
-fn compact_impl(
-    attr: proc_macro2::TokenStream,
-    item: proc_macro2::TokenStream,
-) -> syn::Result<proc_macro2::TokenStream> {
-    let model = parse::parse(attr, item)?;
-    let plan = check::check(model)?;
-    Ok(expand::expand(&plan))
+/// A fixed K-step training loop over K stacked batches, unrolled at compile
+/// time: `let (state, losses) = scan!(K, step, state, batches);`.
+///
+/// See `flaxen::scan!` for the full documentation.
+#[proc_macro]
+pub fn scan(input: TokenStream) -> TokenStream {
+    scan::expand(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }

@@ -1,0 +1,136 @@
+//! Training throughput of two small CNNs built by hand from flaxen's layers,
+//! dfdx's `Linear` and `ReLU`, trained with dfdx's Adam (lr 1e-3) on random
+//! 1x28x28 inputs, batch 32. Prints one JSON line per workload.
+//!
+//! ```text
+//! cargo run --release --example bench_layers            # full run
+//! cargo run --release --example bench_layers -- --quick # smoke run (CI)
+//! ```
+//! (`FLAXEN_BENCH_QUICK=1` does the same as `--quick`.)
+//!
+//! FLOPs per training sample: 2 * MACs for the forward pass of every conv and
+//! dense layer, twice that again for the backward pass (input and weight
+//! gradients), except the input gradient of the first layer, which training
+//! does not need. Elementwise work (bias, ReLU, pooling, loss, Adam) is not
+//! counted. That gives W1 = 1.279 MFLOP and W2 = 27.41 MFLOP per sample.
+
+use std::time::Instant;
+
+use flaxen::dfdx::optim::{Adam, AdamConfig};
+use flaxen::prelude::*;
+use flaxen::runtime::layers::{AvgPool2D, Flatten2D};
+
+const BATCH: usize = 32;
+
+type Conv1 = Conv2D<1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28, 28, 28>;
+type Pool1 = AvgPool2D<32, 2, 2, 2, 2, 0, 0, 0, 0, 28, 28, 14, 14>;
+type Conv2 = Conv2D<32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>;
+type Pool2 = AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>;
+
+/// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> flatten -> Dense 10.
+type W1 = (
+    Conv1,
+    ReLU,
+    Pool1,
+    Flatten2D<32, 14, 14, 6272>,
+    Linear<6272, 10>,
+);
+
+/// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> Conv 64 3x3 SAME -> relu ->
+/// avg_pool 2/2 -> flatten -> Dense 256 -> relu -> Dense 10.
+type W2 = (
+    (Conv1, ReLU, Pool1),
+    (Conv2, ReLU, Pool2),
+    (
+        Flatten2D<64, 7, 7, 3136>,
+        Linear<3136, 256>,
+        ReLU,
+        Linear<256, 10>,
+    ),
+);
+
+/// Forward FLOPs (2 * MACs) of a conv layer on one sample.
+fn conv_flops(c: usize, o: usize, k: usize, oh: usize, ow: usize) -> f64 {
+    2.0 * (c * o * k * oh * ow) as f64
+}
+
+fn dense_flops(i: usize, o: usize) -> f64 {
+    2.0 * (i * o) as f64
+}
+
+/// Training FLOPs: forward, plus weight and input gradients (2x forward),
+/// less the input gradient of the first layer.
+fn train_flops(forward_per_layer: &[f64]) -> f64 {
+    3.0 * forward_per_layer.iter().sum::<f64>() - forward_per_layer[0]
+}
+
+macro_rules! bench {
+    ($name:literal, $model:ty, $flops:expr, $warmup:expr, $steps:expr) => {{
+        let dev: Cpu = Default::default();
+        let mut model = dev.build_module::<$model, f32>();
+        let mut opt = Adam::new(
+            &model,
+            AdamConfig {
+                lr: 1e-3,
+                ..Default::default()
+            },
+        );
+        let batches: Vec<(Tensor<Rank4<BATCH, 1, 28, 28>, f32, Cpu>, Tensor<Rank2<BATCH, 10>, f32, Cpu>)> =
+            (0..4)
+                .map(|_| {
+                    let labels: Vec<f32> = (0..BATCH * 10)
+                        .map(|i| if i % 10 == (i / 10 * 7) % 10 { 1.0 } else { 0.0 })
+                        .collect();
+                    (dev.sample_normal(), dev.tensor_from_vec(labels, Default::default()))
+                })
+                .collect();
+        let mut grads = model.alloc_grads();
+        let mut last_loss = 0.0f32;
+        let mut step = |i: usize, grads: Gradients<f32, Cpu>| {
+            let (x, y) = &batches[i % batches.len()];
+            let logits = model.forward_mut(x.clone().traced(grads));
+            let loss = cross_entropy_with_logits_loss(logits, y.clone());
+            last_loss = loss.array();
+            let mut grads = loss.backward();
+            opt.update(&mut model, &grads).expect("every parameter has a gradient");
+            model.zero_grads(&mut grads);
+            grads
+        };
+        for i in 0..$warmup {
+            grads = step(i, grads);
+        }
+        let start = Instant::now();
+        for i in 0..$steps {
+            grads = step(i, grads);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        assert!(last_loss.is_finite(), "{} diverged", $name);
+        let step_ms = secs * 1e3 / $steps as f64;
+        let samples_per_s = (BATCH * $steps) as f64 / secs;
+        println!(
+            "{{\"workload\":\"{}\",\"batch\":{},\"samples_per_s\":{:.0},\"gflop_per_s\":{:.1},\"step_ms\":{:.3}}}",
+            $name,
+            BATCH,
+            samples_per_s,
+            samples_per_s * $flops / 1e9,
+            step_ms
+        );
+    }};
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick")
+        || std::env::var("FLAXEN_BENCH_QUICK").is_ok_and(|v| v != "0");
+    let (warmup, steps) = if quick { (2, 5) } else { (30, 300) };
+
+    let conv1 = conv_flops(1, 32, 9, 28, 28);
+    let w1 = train_flops(&[conv1, dense_flops(6272, 10)]);
+    let w2 = train_flops(&[
+        conv1,
+        conv_flops(32, 64, 9, 14, 14),
+        dense_flops(3136, 256),
+        dense_flops(256, 10),
+    ]);
+    bench!("W1", W1, w1, warmup, steps);
+    bench!("W2", W2, w2, warmup, steps / 3);
+}

@@ -1,0 +1,187 @@
+//! One optimizer update on the seed CNN's 824,458 parameters: flaxen `adam`
+//! versus dfdx's `Adam`. Prints one JSON line.
+//!
+//! The parameters are raw tensors with the seed CNN's shapes (conv 1→32 3x3,
+//! conv 32→64 3x3, dense 3136→256, dense 256→10): an optimizer only sees
+//! tensors, so this is the same work as on the real model.
+//!
+//! `cargo run --release --example bench_optim [iterations]`
+
+use flaxen::runtime::dfdx::nn::tensor_collection::*;
+use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
+use flaxen::runtime::dfdx::prelude::*;
+use flaxen::runtime::optim::{adam, apply_updates, GradientTransformation};
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+struct SeedCnnParams<E: Dtype, D: Storage<E>> {
+    conv_0_kernel: Tensor<Rank4<32, 1, 3, 3>, E, D>,
+    conv_0_bias: Tensor<Rank1<32>, E, D>,
+    conv_1_kernel: Tensor<Rank4<64, 32, 3, 3>, E, D>,
+    conv_1_bias: Tensor<Rank1<64>, E, D>,
+    dense_0_kernel: Tensor<Rank2<3136, 256>, E, D>,
+    dense_0_bias: Tensor<Rank1<256>, E, D>,
+    dense_1_kernel: Tensor<Rank2<256, 10>, E, D>,
+    dense_1_bias: Tensor<Rank1<10>, E, D>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for SeedCnnParams<E, D> {
+    type To<E2: Dtype, D2: Device<E2>> = SeedCnnParams<E2, D2>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            (
+                (
+                    Self::tensor(
+                        "conv_0.kernel",
+                        |s| &s.conv_0_kernel,
+                        |s| &mut s.conv_0_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_0.bias",
+                        |s| &s.conv_0_bias,
+                        |s| &mut s.conv_0_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_1.kernel",
+                        |s| &s.conv_1_kernel,
+                        |s| &mut s.conv_1_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "conv_1.bias",
+                        |s| &s.conv_1_bias,
+                        |s| &mut s.conv_1_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                ),
+                (
+                    Self::tensor(
+                        "dense_0.kernel",
+                        |s| &s.dense_0_kernel,
+                        |s| &mut s.dense_0_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_0.bias",
+                        |s| &s.dense_0_bias,
+                        |s| &mut s.dense_0_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_1.kernel",
+                        |s| &s.dense_1_kernel,
+                        |s| &mut s.dense_1_kernel,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                    Self::tensor(
+                        "dense_1.bias",
+                        |s| &s.dense_1_bias,
+                        |s| &mut s.dense_1_bias,
+                        TensorOptions::reset_to_zeros(),
+                    ),
+                ),
+            ),
+            |((a, b, c, d), (e, f, g, h))| SeedCnnParams {
+                conv_0_kernel: a,
+                conv_0_bias: b,
+                conv_1_kernel: c,
+                conv_1_bias: d,
+                dense_0_kernel: e,
+                dense_0_bias: f,
+                dense_1_kernel: g,
+                dense_1_bias: h,
+            },
+        )
+    }
+}
+
+/// Gradients equal to random normal values, written by backward passes.
+fn random_grads(m: &SeedCnnParams<f32, Cpu>, dev: &Cpu) -> Gradients<f32, Cpu> {
+    fn add<S: ConstShape>(
+        t: &Tensor<S, f32, Cpu>,
+        g: Gradients<f32, Cpu>,
+        dev: &Cpu,
+    ) -> Gradients<f32, Cpu> {
+        let r: Tensor<S, f32, Cpu> = dev.sample_normal();
+        (t.clone().traced(g) * r).sum().backward()
+    }
+    let mut g = m.alloc_grads();
+    g = add(&m.conv_0_kernel, g, dev);
+    g = add(&m.conv_0_bias, g, dev);
+    g = add(&m.conv_1_kernel, g, dev);
+    g = add(&m.conv_1_bias, g, dev);
+    g = add(&m.dense_0_kernel, g, dev);
+    g = add(&m.dense_0_bias, g, dev);
+    g = add(&m.dense_1_kernel, g, dev);
+    add(&m.dense_1_bias, g, dev)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let iters: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let dev: Cpu = Cpu::seed_from_u64(0);
+    let mut ours = SeedCnnParams {
+        conv_0_kernel: dev.sample_normal(),
+        conv_0_bias: dev.sample_normal(),
+        conv_1_kernel: dev.sample_normal(),
+        conv_1_bias: dev.sample_normal(),
+        dense_0_kernel: dev.sample_normal(),
+        dense_0_bias: dev.sample_normal(),
+        dense_1_kernel: dev.sample_normal(),
+        dense_1_bias: dev.sample_normal(),
+    };
+    let n = ours.num_trainable_params();
+    assert_eq!(n, 824_458);
+    let mut theirs = ours.clone();
+    let mut two_step = ours.clone();
+    let mut grads = random_grads(&ours, &dev);
+    let mut grads_two = random_grads(&two_step, &dev);
+    let grads_theirs = random_grads(&theirs, &dev);
+
+    let tx = adam(1e-3);
+    let mut state = tx.init_model(&ours).unwrap();
+    let mut state_two = tx.init_model(&two_step).unwrap();
+    let mut opt = Adam::new(&theirs, AdamConfig::default());
+
+    let (mut t_ours, mut t_theirs, mut t_two) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..iters + 3 {
+        // Interleaved, so that all three see the same machine load.
+        // flaxen as TrainState runs it: apply_model (fused, in place).
+        let t = Instant::now();
+        grads = tx.apply_model(&mut state, grads, &mut ours).unwrap();
+        let a = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        opt.update(&mut theirs, &grads_theirs).unwrap();
+        let b = t.elapsed().as_secs_f64();
+        // flaxen's composable path: updates as tensors, then params += updates.
+        let t = Instant::now();
+        let updates = tx
+            .update_model(&mut state_two, grads_two, &two_step)
+            .unwrap();
+        grads_two = apply_updates(&mut two_step, updates).unwrap();
+        let c = t.elapsed().as_secs_f64();
+        if i >= 3 {
+            t_ours.push(a * 1e3);
+            t_theirs.push(b * 1e3);
+            t_two.push(c * 1e3);
+        }
+    }
+    let (a, b, c) = (median(t_ours), median(t_theirs), median(t_two));
+    println!(
+        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3}}}",
+        a / b,
+        c / b
+    );
+}

@@ -1,0 +1,492 @@
+//! Checkpoints: parameters, optimizer state, step and data order in one
+//! safetensors file, written atomically, with keep-last-N rotation.
+//!
+//! # File format
+//!
+//! A plain [safetensors](https://github.com/huggingface/safetensors) file
+//! that Python's `safetensors.numpy.load_file` reads. Keys:
+//!
+//! | key | dtype | what |
+//! | --- | --- | --- |
+//! | `step` | U64, shape `[]` | the training step |
+//! | `params.<path>` | the model dtype | parameters, `<path>` is dfdx's tensor path, e.g. `params.conv_0.weight` |
+//! | `opt.<...>` | the model dtype | optimizer state, keys chosen by the optimizer |
+//! | `data.<...>` | U64, shape `[]` | the loader's order: `seed`, `epoch`, `position`, and `dataset_len`, `batch_size`, `shuffle`, `drop_last` checked on resume |
+//!
+//! The part names (`params`, `opt`, `data`) are whatever the caller passes to
+//! [`Checkpoint::add`]; those are the conventional ones. The header's
+//! `__metadata__` holds `format = "flaxen-checkpoint"`, `version = "1"` and
+//! `crc32c`, a CRC-32C over every key, dtype, shape and byte in key order,
+//! so a flipped bit in tensor data is detected, not just a truncation.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use flaxen_runtime::checkpoint::{Checkpoint, CheckpointManager};
+//! use flaxen_runtime::data::{digits, Loader, LoaderConfig};
+//! use flaxen_runtime::dfdx::prelude::*;
+//!
+//! let dev = Cpu::default();
+//! let mut model = dev.build_module::<Linear<64, 10>, f32>();
+//! let (train, _) = digits::load().unwrap();
+//! let mut loader: Loader<Rank3<1, 8, 8>, 32, f32, Cpu> =
+//!     Loader::new(train, &dev, LoaderConfig::new(0)).unwrap();
+//!
+//! let manager = CheckpointManager::new("runs/demo/ckpt", 3).unwrap();
+//! let mut ckpt = Checkpoint::new(100);
+//! ckpt.add_module("params", &model).unwrap().add("data", &loader).unwrap();
+//! manager.save(&ckpt).unwrap();
+//!
+//! // Later, or in another process:
+//! if let Some(ckpt) = manager.restore_latest().unwrap() {
+//!     let step = ckpt
+//!         .restore()
+//!         .module("params", &mut model)
+//!         .part("data", &mut loader)
+//!         .apply()
+//!         .unwrap();
+//!     assert_eq!(step, 100);
+//! }
+//! ```
+
+mod atomic;
+mod element;
+mod manager;
+mod module;
+mod restore;
+
+pub use element::Element;
+pub use manager::CheckpointManager;
+pub use module::{load_module_state, save_module_state};
+pub use restore::Restore;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::{SafeTensors, TensorView};
+use safetensors::Dtype;
+
+use crate::dfdx::nn::tensor_collection::TensorCollection;
+use crate::dfdx::prelude::{Device, Dtype as DfdxDtype};
+use crate::state::{HostTensor, StateDict, StateError, StateMap};
+
+use element::dtype_name;
+
+/// Why a checkpoint could not be written, read or applied. Every variant
+/// names the file (`<memory>` for one never written).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file system failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid flaxen checkpoint (truncated, corrupt, or not
+    /// safetensors at all).
+    #[error("{path}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor does not fit the object it is loaded into (another
+    /// architecture, a missing or extra tensor). The message names the
+    /// tensor and both shapes.
+    #[error("{path}: {source}")]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// Which tensor, and how it differs.
+        source: StateError,
+    },
+    /// A tensor has another element type than the object expects.
+    #[error(
+        "{path}: tensor `{key}` is {found} in the checkpoint, but the model expects {expected}"
+    )]
+    Dtype {
+        /// The file.
+        path: PathBuf,
+        /// The tensor.
+        key: String,
+        /// The dtype the object has.
+        expected: String,
+        /// The dtype in the file.
+        found: String,
+    },
+    /// Two parts wrote the same key.
+    #[error("checkpoint key `{key}` was added twice")]
+    Duplicate {
+        /// The key.
+        key: String,
+    },
+}
+
+/// One stored tensor: dtype, shape and little-endian bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RawTensor {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+/// The contents of one checkpoint, in memory: a step and named tensors of
+/// any [`Element`] type.
+///
+/// ```
+/// use flaxen_runtime::checkpoint::Checkpoint;
+/// use flaxen_runtime::dfdx::prelude::*;
+///
+/// let dev = Cpu::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let mut ckpt = Checkpoint::new(7);
+/// ckpt.add_module("params", &model).unwrap();
+/// let bytes = ckpt.to_bytes();
+/// let back = Checkpoint::from_bytes("<memory>".as_ref(), &bytes).unwrap();
+/// assert_eq!(back.step(), 7);
+/// assert_eq!(back.shape("params.weight"), Some(&[3, 2][..]));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    step: u64,
+    tensors: BTreeMap<String, RawTensor>,
+    path: PathBuf,
+}
+
+const STEP_KEY: &str = "step";
+
+/// The key prefix of part `name`: `"name."`, or nothing for `""` (for an
+/// object whose keys already carry their own prefixes).
+pub(crate) fn prefix_of(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!("{name}.")
+    }
+}
+const FORMAT: &str = "flaxen-checkpoint";
+const VERSION: &str = "1";
+
+impl Checkpoint {
+    /// An empty checkpoint of training step `step`.
+    pub fn new(step: u64) -> Self {
+        Self {
+            step,
+            tensors: BTreeMap::new(),
+            path: PathBuf::from("<memory>"),
+        }
+    }
+
+    /// The training step.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The file this checkpoint was read from or last written to
+    /// (`<memory>` otherwise).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// All tensor keys except `step`, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// The shape of tensor `key`, if present.
+    pub fn shape(&self, key: &str) -> Option<&[usize]> {
+        self.tensors.get(key).map(|t| t.shape.as_slice())
+    }
+
+    /// Adds every tensor of `state` under `name.` (e.g. `"opt"` gives keys
+    /// `opt.<...>`). With `name = ""` the keys are the object's own, for a
+    /// state (such as a whole training state) that prefixes its parts itself;
+    /// `step` is reserved.
+    ///
+    /// ```
+    /// use flaxen_runtime::checkpoint::Checkpoint;
+    /// use flaxen_runtime::state::{HostTensor, StateDict, StateError, StateMap};
+    ///
+    /// struct Counter(u64);
+    /// impl StateDict<u64> for Counter {
+    ///     fn save_state(&self, prefix: &str, out: &mut StateMap<u64>) {
+    ///         out.insert(format!("{prefix}n"), HostTensor { shape: vec![], data: vec![self.0] });
+    ///     }
+    ///     fn load_state(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+    ///         let key = format!("{prefix}n");
+    ///         self.0 = src.get(&key).ok_or(StateError::Missing { key })?.data[0];
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut ckpt = Checkpoint::new(0);
+    /// ckpt.add("counter", &Counter(5)).unwrap();
+    /// assert_eq!(ckpt.keys().collect::<Vec<_>>(), ["counter.n"]);
+    /// ```
+    pub fn add<E: Element, S: StateDict<E> + ?Sized>(
+        &mut self,
+        name: &str,
+        state: &S,
+    ) -> Result<&mut Self, CheckpointError> {
+        let mut map = StateMap::new();
+        state.save_state(&prefix_of(name), &mut map);
+        self.insert_map(map)
+    }
+
+    /// Adds every tensor of a dfdx module under `name.<dfdx path>`.
+    pub fn add_module<E, D, M>(
+        &mut self,
+        name: &str,
+        module: &M,
+    ) -> Result<&mut Self, CheckpointError>
+    where
+        E: Element + DfdxDtype,
+        D: Device<E>,
+        M: TensorCollection<E, D>,
+    {
+        let mut map = StateMap::new();
+        save_module_state(module, &prefix_of(name), &mut map);
+        self.insert_map(map)
+    }
+
+    fn insert_map<E: Element>(&mut self, map: StateMap<E>) -> Result<&mut Self, CheckpointError> {
+        if let Some(key) = map
+            .keys()
+            .find(|k| self.tensors.contains_key(*k) || *k == STEP_KEY)
+        {
+            return Err(CheckpointError::Duplicate { key: key.clone() });
+        }
+        for (key, t) in map {
+            let mut data = Vec::with_capacity(t.data.len() * E::SIZE);
+            for v in t.data {
+                v.write_le(&mut data);
+            }
+            let raw = RawTensor {
+                dtype: E::dtype(),
+                shape: t.shape,
+                data,
+            };
+            self.tensors.insert(key, raw);
+        }
+        Ok(self)
+    }
+
+    /// The tensors under `name.` as element type `E`, keyed like
+    /// [`StateDict::save_state`] with prefix `name.`.
+    ///
+    /// Fails if one of them has another dtype. For `name = ""` it returns
+    /// every tensor of dtype `E` and skips the others (a file holds f32
+    /// parameters next to u64 data order).
+    pub fn part<E: Element>(&self, name: &str) -> Result<StateMap<E>, CheckpointError> {
+        let prefix = prefix_of(name);
+        let mut out = StateMap::new();
+        for (key, t) in self.tensors.range(prefix.clone()..) {
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if prefix.is_empty() && t.dtype != E::dtype() {
+                continue;
+            }
+            if t.dtype != E::dtype() {
+                return Err(CheckpointError::Dtype {
+                    path: self.path.clone(),
+                    key: key.clone(),
+                    expected: E::NAME.into(),
+                    found: dtype_name(t.dtype),
+                });
+            }
+            let data = t.data.chunks_exact(E::SIZE).map(E::read_le).collect();
+            out.insert(
+                key.clone(),
+                HostTensor {
+                    shape: t.shape.clone(),
+                    data,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// The dtype error for `key`, if the file has it with a dtype other than `E`.
+    pub(crate) fn dtype_error<E: Element>(&self, key: &str) -> Option<CheckpointError> {
+        let t = self.tensors.get(key)?;
+        (t.dtype != E::dtype()).then(|| CheckpointError::Dtype {
+            path: self.path.clone(),
+            key: key.to_string(),
+            expected: E::NAME.into(),
+            found: dtype_name(t.dtype),
+        })
+    }
+
+    /// Starts loading this checkpoint into live objects; see [`Restore`].
+    pub fn restore(&self) -> Restore<'_> {
+        Restore::new(self)
+    }
+
+    fn checksum(&self) -> u32 {
+        let mut crc = crc32c::crc32c(STEP_KEY.as_bytes());
+        crc = crc32c::crc32c_append(crc, &self.step.to_le_bytes());
+        for (key, t) in &self.tensors {
+            crc = crc32c::crc32c_append(crc, key.as_bytes());
+            crc = crc32c::crc32c_append(crc, &[0]);
+            crc = crc32c::crc32c_append(crc, dtype_name(t.dtype).as_bytes());
+            for d in &t.shape {
+                crc = crc32c::crc32c_append(crc, &(*d as u64).to_le_bytes());
+            }
+            crc = crc32c::crc32c_append(crc, &t.data);
+        }
+        crc
+    }
+
+    /// The safetensors bytes of this checkpoint.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let step = self.step.to_le_bytes();
+        let mut views = Vec::with_capacity(self.tensors.len() + 1);
+        // Shapes and byte lengths agree by construction, so `new` cannot fail.
+        if let Ok(v) = TensorView::new(Dtype::U64, vec![], &step) {
+            views.push((STEP_KEY.to_string(), v));
+        }
+        for (key, t) in &self.tensors {
+            if let Ok(v) = TensorView::new(t.dtype, t.shape.clone(), &t.data) {
+                views.push((key.clone(), v));
+            }
+        }
+        let metadata: HashMap<String, String> = [
+            ("format", FORMAT.to_string()),
+            ("version", VERSION.to_string()),
+            ("crc32c", format!("{:08x}", self.checksum())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        // `serialize` only fails on views inconsistent with their data,
+        // which `TensorView::new` already ruled out.
+        safetensors::serialize(views, &Some(metadata)).unwrap_or_default()
+    }
+
+    /// Parses safetensors bytes; `path` names the file in errors.
+    ///
+    /// Fails on a truncated or corrupt file (including a checksum mismatch)
+    /// or a file without a `step`.
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self, CheckpointError> {
+        let corrupt = |reason: String| CheckpointError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let parsed = SafeTensors::deserialize(bytes).map_err(|e| {
+            corrupt(format!(
+                "not a readable safetensors file ({e:?}); is it truncated or corrupt?"
+            ))
+        })?;
+        let (_, meta) = SafeTensors::read_metadata(bytes)
+            .map_err(|e| corrupt(format!("unreadable safetensors header ({e:?})")))?;
+        let mut step = None;
+        let mut tensors = BTreeMap::new();
+        for (key, view) in parsed.tensors() {
+            if key == STEP_KEY {
+                if view.dtype() != Dtype::U64 || !view.shape().is_empty() {
+                    return Err(corrupt(format!(
+                        "`step` must be a U64 scalar, found {} of shape {:?}",
+                        dtype_name(view.dtype()),
+                        view.shape()
+                    )));
+                }
+                step = Some(u64::read_le(view.data()));
+                continue;
+            }
+            let raw = RawTensor {
+                dtype: view.dtype(),
+                shape: view.shape().to_vec(),
+                data: view.data().to_vec(),
+            };
+            tensors.insert(key, raw);
+        }
+        let step =
+            step.ok_or_else(|| corrupt("no `step` tensor: not a flaxen checkpoint".into()))?;
+        let ckpt = Self {
+            step,
+            tensors,
+            path: path.to_path_buf(),
+        };
+        if let Some(stored) = meta.metadata().as_ref().and_then(|m| m.get("crc32c")) {
+            let computed = format!("{:08x}", ckpt.checksum());
+            if *stored != computed {
+                return Err(corrupt(format!(
+                    "checksum mismatch (stored crc32c {stored}, contents give {computed}): the file is corrupt"
+                )));
+            }
+        }
+        Ok(ckpt)
+    }
+
+    /// Writes the checkpoint to `path` atomically (temporary file in the same
+    /// directory, fsync, rename, fsync of the directory).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), CheckpointError> {
+        let path = path.as_ref();
+        atomic::write_atomic(path, &self.to_bytes()).map_err(|source| CheckpointError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Reads and validates the checkpoint at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_bytes(path, &bytes)
+    }
+
+    pub(crate) fn mismatch(&self, source: StateError) -> CheckpointError {
+        CheckpointError::Mismatch {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dfdx::prelude::{Cpu, DeviceBuildExt, Linear, ReLU};
+    use safetensors::Dtype;
+
+    /// The file is plain safetensors: the `safetensors` crate itself reads
+    /// the documented keys, dtypes and shapes back.
+    #[test]
+    fn safetensors_crate_reads_the_documented_layout() {
+        let dev = Cpu::default();
+        let model = dev.build_module::<(Linear<3, 2>, ReLU, Linear<2, 1>), f32>();
+        let mut ckpt = Checkpoint::new(9);
+        ckpt.add_module("params", &model).unwrap();
+        let bytes = ckpt.to_bytes();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let mut names: Vec<&String> = st.names();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "params.0.bias",
+                "params.0.weight",
+                "params.2.bias",
+                "params.2.weight",
+                "step"
+            ]
+        );
+        let step = st.tensor("step").unwrap();
+        assert_eq!((step.dtype(), step.shape()), (Dtype::U64, &[][..]));
+        assert_eq!(step.data(), &9u64.to_le_bytes());
+        let w = st.tensor("params.0.weight").unwrap();
+        assert_eq!((w.dtype(), w.shape()), (Dtype::F32, &[2, 3][..]));
+        let values: Vec<f32> = w.data().chunks_exact(4).map(f32::read_le).collect();
+        assert_eq!(values, model.0.weight.as_vec());
+        let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+        let meta = meta.metadata().clone().unwrap();
+        assert_eq!(meta["format"], "flaxen-checkpoint");
+        assert_eq!(meta["crc32c"].len(), 8);
+    }
+}

@@ -1,0 +1,182 @@
+//! Loading a checkpoint into several live objects, all or nothing.
+
+use std::marker::PhantomData;
+
+use crate::dfdx::nn::tensor_collection::TensorCollection;
+use crate::dfdx::prelude::{Device, Dtype as DfdxDtype};
+use crate::state::{StateDict, StateError, StateMap};
+
+use super::{
+    load_module_state, prefix_of, save_module_state, Checkpoint, CheckpointError, Element,
+};
+
+/// One object to restore, with its dtype erased so parts of different dtypes
+/// (f32 parameters, u64 data order) can be listed together.
+trait Part {
+    /// Decodes and checks everything; touches nothing.
+    fn prepare(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError>;
+    /// Loads the prepared state.
+    fn commit(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError>;
+    /// Puts back the state the object had before `commit`.
+    fn rollback(&mut self);
+}
+
+struct Typed<E, T> {
+    name: String,
+    target: T,
+    decoded: StateMap<E>,
+    snapshot: StateMap<E>,
+}
+
+impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
+    fn prepare(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
+        let prefix = prefix_of(&self.name);
+        self.decoded = ckpt.part::<E>(&self.name)?;
+        self.snapshot.clear();
+        self.target.save_state(&prefix, &mut self.snapshot);
+        // Every tensor the object has now must be stored with the same shape;
+        // anything more is for the object's own `load_state` to judge (an
+        // optimizer may allocate its moments lazily).
+        for (key, live) in &self.snapshot {
+            let stored = self.decoded.get(key).ok_or_else(|| {
+                ckpt.dtype_error::<E>(key)
+                    .unwrap_or_else(|| ckpt.mismatch(StateError::Missing { key: key.clone() }))
+            })?;
+            if stored.shape != live.shape {
+                return Err(ckpt.mismatch(StateError::Shape {
+                    key: key.clone(),
+                    expected: live.shape.clone(),
+                    found: stored.shape.clone(),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
+        let prefix = prefix_of(&self.name);
+        self.target
+            .load_state(&prefix, &self.decoded)
+            .map_err(|e| ckpt.mismatch(e))
+    }
+
+    fn rollback(&mut self) {
+        let prefix = prefix_of(&self.name);
+        // The object's own saved state always loads back.
+        let _ = self.target.load_state(&prefix, &self.snapshot);
+    }
+}
+
+/// `&mut S` as an owned [`StateDict`].
+struct ByRef<'a, S: ?Sized>(&'a mut S);
+
+impl<E, S: StateDict<E> + ?Sized> StateDict<E> for ByRef<'_, S> {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        self.0.save_state(prefix, out)
+    }
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        self.0.load_state(prefix, src)
+    }
+}
+
+/// A dfdx module as a [`StateDict`].
+struct ModuleRef<'a, M, D>(&'a mut M, PhantomData<D>);
+
+impl<E, D, M> StateDict<E> for ModuleRef<'_, M, D>
+where
+    E: DfdxDtype,
+    D: Device<E>,
+    M: TensorCollection<E, D>,
+{
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        save_module_state(&*self.0, prefix, out)
+    }
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        load_module_state(self.0, prefix, src)
+    }
+}
+
+/// Loads a [`Checkpoint`] into several objects at once, all or nothing:
+/// [`Restore::apply`] first decodes and checks every part (dtypes, every
+/// tensor present, same shapes), and only then loads them; if a load still
+/// fails, the parts already loaded are put back. On `Err` every object is
+/// exactly as it was.
+///
+/// ```
+/// use flaxen_runtime::checkpoint::Checkpoint;
+/// use flaxen_runtime::dfdx::prelude::*;
+///
+/// let dev = Cpu::default();
+/// let a = dev.build_module::<Linear<2, 3>, f32>();
+/// let mut ckpt = Checkpoint::new(42);
+/// ckpt.add_module("params", &a).unwrap();
+///
+/// let mut b = dev.build_module::<Linear<2, 3>, f32>();
+/// let step = ckpt.restore().module("params", &mut b).apply().unwrap();
+/// assert_eq!((step, a.weight.array()), (42, b.weight.array()));
+///
+/// // Another architecture: an error naming the tensor and both shapes.
+/// let mut c = dev.build_module::<Linear<2, 4>, f32>();
+/// let err = ckpt.restore().module("params", &mut c).apply().unwrap_err();
+/// assert!(err.to_string().contains("params.bias` has shape [3]"));
+/// ```
+pub struct Restore<'a> {
+    ckpt: &'a Checkpoint,
+    parts: Vec<Box<dyn Part + 'a>>,
+}
+
+impl<'a> Restore<'a> {
+    pub(crate) fn new(ckpt: &'a Checkpoint) -> Self {
+        Self {
+            ckpt,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Loads the tensors under `name.` into `target`.
+    pub fn part<E: Element, S: StateDict<E> + ?Sized>(
+        mut self,
+        name: &str,
+        target: &'a mut S,
+    ) -> Self {
+        self.parts.push(Box::new(Typed {
+            name: name.to_string(),
+            target: ByRef(target),
+            decoded: StateMap::<E>::new(),
+            snapshot: StateMap::new(),
+        }));
+        self
+    }
+
+    /// Loads the tensors under `name.` into a dfdx module, by dfdx path.
+    pub fn module<E, D, M>(mut self, name: &str, module: &'a mut M) -> Self
+    where
+        E: Element + DfdxDtype,
+        D: Device<E> + 'a,
+        M: TensorCollection<E, D>,
+    {
+        self.parts.push(Box::new(Typed {
+            name: name.to_string(),
+            target: ModuleRef(module, PhantomData::<D>),
+            decoded: StateMap::<E>::new(),
+            snapshot: StateMap::new(),
+        }));
+        self
+    }
+
+    /// Checks every part, then loads every part; returns the checkpoint's step.
+    pub fn apply(mut self) -> Result<u64, CheckpointError> {
+        for part in &mut self.parts {
+            part.prepare(self.ckpt)?;
+        }
+        for i in 0..self.parts.len() {
+            if let Err(e) = self.parts[i].commit(self.ckpt) {
+                for done in self.parts[..i].iter_mut().rev() {
+                    done.rollback();
+                }
+                return Err(e);
+            }
+        }
+        Ok(self.ckpt.step())
+    }
+}

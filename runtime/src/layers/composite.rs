@@ -1,0 +1,203 @@
+//! Convolution and pooling composed from dfdx's public differentiable ops
+//! (`concat_along`, `gather`, `matmul`, `sum`/`max`), so they run, and
+//! differentiate, on any dfdx [`Device`]: the `Cuda` path of
+//! [`FlaxenDevice`](super::FlaxenDevice), and the reference that tests hold
+//! the CPU kernels to.
+//!
+//! Padding is one extra cell appended to every flattened input row (zero, or
+//! `-inf` for max pooling) that the im2col gather index points at for every
+//! window cell outside the input; this avoids a pad op, which dfdx lacks.
+
+use dfdx::prelude::*;
+
+use super::{ConvGeometry, PoolKind, Window2D};
+
+/// For every output position (row-major) and every window cell (row-major),
+/// the index of the input cell it reads within one flattened plane of
+/// `h * w` cells, or `pad` when the cell lies in the padding.
+fn window_indices(win: &Window2D, pad: usize) -> Vec<usize> {
+    let mut idx = Vec::with_capacity(win.out_plane() * win.window());
+    for oy in 0..win.oh {
+        for ox in 0..win.ow {
+            for ki in 0..win.kh {
+                for kj in 0..win.kw {
+                    let iy = (oy * win.sh + ki).checked_sub(win.pt);
+                    let ix = (ox * win.sw + kj).checked_sub(win.pl);
+                    idx.push(match (iy, ix) {
+                        (Some(iy), Some(ix)) if iy < win.h && ix < win.w => iy * win.w + ix,
+                        _ => pad,
+                    });
+                }
+            }
+        }
+    }
+    idx
+}
+
+/// The im2col gather index of a convolution over one example: for every
+/// output position, `c * kh * kw` indices into the example's `c * h * w`
+/// values plus one padding cell at index `c * h * w`.
+fn conv_indices(geom: &ConvGeometry) -> Vec<usize> {
+    let win = &geom.win;
+    let plane = win.in_plane();
+    let pad = geom.c * plane;
+    let per_window = window_indices(win, usize::MAX);
+    let mut idx = Vec::with_capacity(win.out_plane() * geom.patch());
+    for pos in per_window.chunks_exact(win.window()) {
+        for ch in 0..geom.c {
+            idx.extend(pos.iter().map(|&i| match i {
+                usize::MAX => pad,
+                i => ch * plane + i,
+            }));
+        }
+    }
+    idx
+}
+
+/// Repeats `row` once per row of a `(rows, row.len())` index tensor, as
+/// `gather` along the last axis wants one index row per data row.
+fn repeat_rows(row: &[usize], rows: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(row.len() * rows);
+    for _ in 0..rows {
+        out.extend_from_slice(row);
+    }
+    out
+}
+
+fn float<E: Dtype>(v: f64) -> E {
+    E::from_f64(v).expect("flaxen layers need a floating-point dtype")
+}
+
+/// 2-D convolution of NCHW `x` with an OIHW `weight` plus `bias`, from
+/// dfdx ops; see [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d)
+/// for the contract. Every op is recorded on `x`'s tape, and the parameters'
+/// gradients land under their own ids, as with dfdx's `Linear`.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{composite, ConvGeometry, Window2D};
+///
+/// let dev: Cpu = Default::default();
+/// let geom = ConvGeometry {
+///     c: 1,
+///     o: 1,
+///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+/// };
+/// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
+/// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
+/// let b: Tensor<Rank1<1>, f32, _> = dev.tensor([0.5]);
+/// let y = composite::try_conv2d(&geom, x, &w, &b, Rank4::<1, 1, 1, 2>::default()).unwrap();
+/// assert_eq!(y.array(), [[[[6.5, 8.5]]]]);
+/// ```
+pub fn try_conv2d<E, D, X, K, Bs, Y, T>(
+    geom: &ConvGeometry,
+    x: Tensor<X, E, D, T>,
+    weight: &Tensor<K, E, D>,
+    bias: &Tensor<Bs, E, D>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    K: Shape,
+    Bs: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
+    let win = &geom.win;
+    let chw = geom.c * win.in_plane();
+    let (patch, positions) = (geom.patch(), win.out_plane());
+    let batch = x.shape().num_elements() / chw;
+    let dev = x.device().clone();
+
+    let x = x.try_reshape_like(&(batch, chw))?;
+    let pad: Tensor<(usize, usize), E, D> = dev.try_zeros_like(&(batch, 1))?;
+    let x = (x, pad).try_concat_along(Axis::<1>)?;
+    let idx = repeat_rows(&conv_indices(geom), batch);
+    let idx = dev.try_tensor_from_vec(idx, (batch, positions * patch))?;
+    let cols: Tensor<(usize, usize), E, D, T> = x.try_gather(idx)?;
+    let cols = cols.try_reshape_like(&(batch, positions, patch))?;
+
+    let w = weight
+        .retaped::<T>()
+        .try_reshape_like(&(geom.o, patch))?
+        .try_permute::<_, Axes2<1, 0>>()?;
+    let y = cols.try_matmul(w)?.try_permute::<_, Axes3<0, 2, 1>>()?;
+    let b = bias
+        .retaped::<T>()
+        .try_reshape_like(&(geom.o,))?
+        .try_broadcast_like::<_, Axes2<0, 2>>(&(batch, geom.o, positions))?;
+    y.try_add(b)?.try_reshape_like(&y_shape)
+}
+
+/// Average or max pooling of every `h x w` plane of `x` (`channels` planes
+/// per example), from dfdx ops; see
+/// [`FlaxenDevice::try_pool2d`](super::FlaxenDevice::try_pool2d).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{composite, PoolKind, Window2D};
+///
+/// let dev: Cpu = Default::default();
+/// let win = Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]);
+/// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
+/// let y = composite::try_pool2d(PoolKind::Avg, 1, &win, x, Rank4::<1, 1, 1, 2>::default()).unwrap();
+/// assert_eq!(y.array(), [[[[3.0, 4.0]]]]);
+/// ```
+pub fn try_pool2d<E, D, X, Y, T>(
+    kind: PoolKind,
+    channels: usize,
+    win: &Window2D,
+    x: Tensor<X, E, D, T>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
+    let plane = win.in_plane();
+    let planes = x.shape().num_elements() / plane;
+    debug_assert_eq!(planes % channels.max(1), 0);
+    let (cells, positions) = (win.window(), win.out_plane());
+    let dev = x.device().clone();
+
+    let x = x.try_reshape_like(&(planes, plane))?;
+    let pad_value = match kind {
+        PoolKind::Avg => E::default(),
+        PoolKind::Max => float(f64::NEG_INFINITY),
+    };
+    let pad: Tensor<(usize, usize), E, D> =
+        dev.try_tensor_from_vec(vec![pad_value; planes], (planes, 1))?;
+    let x = (x, pad).try_concat_along(Axis::<1>)?;
+    let idx = repeat_rows(&window_indices(win, plane), planes);
+    let idx = dev.try_tensor_from_vec(idx, (planes, positions * cells))?;
+    let cols: Tensor<(usize, usize), E, D, T> = x.try_gather(idx)?;
+    let cols = cols.try_reshape_like(&(planes, positions, cells))?;
+    let y: Tensor<(usize, usize), E, D, T> = match kind {
+        PoolKind::Avg => cols
+            .try_sum::<_, Axis<2>>()?
+            .try_mul(float::<E>(1.0 / cells as f64))?,
+        PoolKind::Max => cols.try_max::<_, Axis<2>>()?,
+    };
+    y.try_reshape_like(&y_shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_indices_pad_cells() {
+        // 3x3 input, 2x2 window, stride 2, one cell of padding before: four
+        // windows, the first reads only (0, 0).
+        let win = Window2D::checked([2, 2], [2, 2], [1, 0, 1, 0], [3, 3], [2, 2]);
+        let idx = window_indices(&win, 9);
+        assert_eq!(&idx[..4], &[9, 9, 9, 0]);
+        assert_eq!(&idx[4..8], &[9, 9, 1, 2]);
+        assert_eq!(&idx[12..16], &[4, 5, 7, 8]);
+    }
+}

@@ -1,0 +1,291 @@
+//! Convolution kernels: im2col + gemm forward, gemm + col2im backward, one
+//! rayon task per contiguous run of examples.
+
+use rayon::prelude::*;
+
+use super::gemm::{matmul, Mat, MatMut};
+use super::{chunking, Elem};
+use crate::layers::{ConvGeometry, Window2D};
+
+/// For kernel column `kj`, the output columns `lo..hi` whose input column
+/// `ox * sw + kj - pl` lies inside `0..w`; the others read padding.
+fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize) {
+    let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
+    let hi = (win.w + win.pl)
+        .saturating_sub(kj)
+        .div_ceil(win.sw)
+        .clamp(lo, win.ow);
+    (lo, hi)
+}
+
+/// The input row that output row `oy` reads at kernel row `ki`, if any.
+fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
+    (oy * win.sh + ki)
+        .checked_sub(win.pt)
+        .filter(|&iy| iy < win.h)
+}
+
+/// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example.
+fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
+    let win = &geom.win;
+    let (positions, plane) = (win.out_plane(), win.in_plane());
+    let mut rows = cols.chunks_exact_mut(positions);
+    for ch in 0..geom.c {
+        let xc = &x[ch * plane..(ch + 1) * plane];
+        for ki in 0..win.kh {
+            for kj in 0..win.kw {
+                let row = rows.next().expect("patch rows");
+                let (lo, hi) = valid_cols(win, kj);
+                for (oy, out) in row.chunks_exact_mut(win.ow).enumerate() {
+                    let Some(iy) = input_row(win, oy, ki) else {
+                        out.fill(E::zero());
+                        continue;
+                    };
+                    out[..lo].fill(E::zero());
+                    out[hi..].fill(E::zero());
+                    let start = iy * win.w + lo * win.sw + kj - win.pl;
+                    if win.sw == 1 {
+                        out[lo..hi].copy_from_slice(&xc[start..start + hi - lo]);
+                    } else {
+                        let src = xc[start..].iter().step_by(win.sw);
+                        out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o = v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds the patch-matrix gradient `dcols` of one example into its input
+/// gradient `dx` (the adjoint of [`im2col`]).
+fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
+    let win = &geom.win;
+    let (positions, plane) = (win.out_plane(), win.in_plane());
+    let mut rows = dcols.chunks_exact(positions);
+    for ch in 0..geom.c {
+        let dxc = &mut dx[ch * plane..(ch + 1) * plane];
+        for ki in 0..win.kh {
+            for kj in 0..win.kw {
+                let row = rows.next().expect("patch rows");
+                let (lo, hi) = valid_cols(win, kj);
+                for (oy, grad) in row.chunks_exact(win.ow).enumerate() {
+                    let Some(iy) = input_row(win, oy, ki) else {
+                        continue;
+                    };
+                    let start = iy * win.w + lo * win.sw + kj - win.pl;
+                    if win.sw == 1 {
+                        let dst = &mut dxc[start..start + hi - lo];
+                        dst.iter_mut()
+                            .zip(&grad[lo..hi])
+                            .for_each(|(d, &g)| *d += g);
+                    } else {
+                        let dst = dxc[start..].iter_mut().step_by(win.sw);
+                        dst.zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A 1x1 kernel with stride 1 and no padding reads the input as its own
+/// patch matrix, so im2col and col2im are skipped.
+pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
+    let w = &geom.win;
+    w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt + w.pb + w.pl + w.pr == 0
+}
+
+/// Forward pass over `batch` examples. Returns `y` (`batch x o x oh x ow`)
+/// and, when `keep_cols`, every example's patch matrix for the backward pass
+/// (empty for pointwise kernels, whose patch matrix is `x` itself).
+pub(super) fn forward<E: Elem>(
+    geom: &ConvGeometry,
+    batch: usize,
+    x: &[E],
+    weight: &[E],
+    bias: &[E],
+    keep_cols: bool,
+) -> (Vec<E>, Vec<E>) {
+    let win = &geom.win;
+    let (patch, positions) = (geom.patch(), win.out_plane());
+    let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let col_len = patch * positions;
+    let pointwise = is_pointwise(geom);
+    let mut y = vec![E::zero(); batch * out_len];
+    let mut cols = if keep_cols && !pointwise {
+        vec![E::zero(); batch * col_len]
+    } else {
+        Vec::new()
+    };
+    let per = chunking(batch);
+    let w = Mat::rows(weight, geom.o, patch);
+
+    let run = |first: usize, y: &mut [E], kept: Option<&mut [E]>| {
+        let mut scratch = Vec::new();
+        let kept = kept.map(|k| k.chunks_exact_mut(col_len));
+        let mut kept = kept.into_iter().flatten();
+        for (i, yb) in y.chunks_exact_mut(out_len).enumerate() {
+            let xb = &x[(first + i) * chw..(first + i + 1) * chw];
+            let colsb: &[E] = if pointwise {
+                xb
+            } else {
+                let buf = match kept.next() {
+                    Some(buf) => buf,
+                    None => {
+                        scratch.resize(col_len, E::zero());
+                        &mut scratch[..]
+                    }
+                };
+                im2col(geom, xb, buf);
+                buf
+            };
+            for (row, &b) in yb.chunks_exact_mut(positions).zip(bias) {
+                row.fill(b);
+            }
+            let dst = MatMut::rows(yb, geom.o, positions);
+            matmul(dst, true, w, Mat::rows(colsb, patch, positions));
+        }
+    };
+
+    if cols.is_empty() {
+        y.par_chunks_mut(per * out_len)
+            .enumerate()
+            .for_each(|(t, yc)| run(t * per, yc, None));
+    } else {
+        y.par_chunks_mut(per * out_len)
+            .zip(cols.par_chunks_mut(per * col_len))
+            .enumerate()
+            .for_each(|(t, (yc, cc))| run(t * per, yc, Some(cc)));
+    }
+    (y, cols)
+}
+
+/// Backward pass: adds the input gradient into `dx` and returns the weight
+/// and bias gradients. `cols` is what [`forward`] kept (or `x` for a
+/// pointwise kernel).
+pub(super) fn backward<E: Elem>(
+    geom: &ConvGeometry,
+    batch: usize,
+    cols: &[E],
+    weight: &[E],
+    dy: &[E],
+    dx: &mut [E],
+) -> (Vec<E>, Vec<E>) {
+    let win = &geom.win;
+    let (patch, positions) = (geom.patch(), win.out_plane());
+    let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let col_len = patch * positions;
+    let pointwise = is_pointwise(geom);
+    let per = chunking(batch);
+    let wt = Mat::transposed(weight, patch, geom.o);
+
+    let partials: Vec<(Vec<E>, Vec<E>)> = dx
+        .par_chunks_mut(per * chw)
+        .enumerate()
+        .map(|(t, dxc)| {
+            let mut dw = vec![E::zero(); geom.o * patch];
+            let mut db = vec![E::zero(); geom.o];
+            let mut dcols = Vec::new();
+            for (i, dxb) in dxc.chunks_exact_mut(chw).enumerate() {
+                let b = t * per + i;
+                let dyb = &dy[b * out_len..(b + 1) * out_len];
+                let colsb = &cols[b * col_len..(b + 1) * col_len];
+                let g = Mat::rows(dyb, geom.o, positions);
+                let dwm = MatMut::rows(&mut dw, geom.o, patch);
+                matmul(dwm, i > 0, g, Mat::transposed(colsb, positions, patch));
+                for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
+                    *acc += row.iter().fold(E::zero(), |s, &v| s + v);
+                }
+                if pointwise {
+                    matmul(MatMut::rows(dxb, patch, positions), true, wt, g);
+                } else {
+                    dcols.resize(col_len, E::zero());
+                    matmul(MatMut::rows(&mut dcols, patch, positions), false, wt, g);
+                    col2im(geom, &dcols, dxb);
+                }
+            }
+            (dw, db)
+        })
+        .collect();
+
+    let mut parts = partials.into_iter();
+    let (mut dw, mut db) = parts
+        .next()
+        .unwrap_or_else(|| (vec![E::zero(); geom.o * patch], vec![E::zero(); geom.o]));
+    for (pw, pb) in parts {
+        dw.iter_mut().zip(&pw).for_each(|(a, &b)| *a += b);
+        db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);
+    }
+    (dw, db)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geom(
+        c: usize,
+        kernel: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 4],
+        hw: [usize; 2],
+    ) -> ConvGeometry {
+        let oh = crate::layers::conv_out_size(hw[0], kernel[0], s[0], p[0], p[1]);
+        let ow = crate::layers::conv_out_size(hw[1], kernel[1], s[1], p[2], p[3]);
+        ConvGeometry {
+            c,
+            o: 1,
+            win: Window2D::checked(kernel, s, p, hw, [oh, ow]),
+        }
+    }
+
+    /// im2col by definition, to check the fast one against.
+    fn im2col_naive(g: &ConvGeometry, x: &[f64]) -> Vec<f64> {
+        let w = &g.win;
+        let mut out = Vec::new();
+        for ch in 0..g.c {
+            for ki in 0..w.kh {
+                for kj in 0..w.kw {
+                    for oy in 0..w.oh {
+                        for ox in 0..w.ow {
+                            let iy = (oy * w.sh + ki) as isize - w.pt as isize;
+                            let ix = (ox * w.sw + kj) as isize - w.pl as isize;
+                            let inside =
+                                iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
+                            out.push(if inside {
+                                x[ch * w.h * w.w + iy as usize * w.w + ix as usize]
+                            } else {
+                                0.0
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn im2col_and_col2im_are_adjoint_and_exact() {
+        let cases = [
+            geom(2, [3, 3], [1, 1], [1, 1, 1, 1], [5, 4]),
+            geom(1, [2, 3], [2, 2], [0, 1, 2, 0], [6, 7]),
+            geom(3, [3, 2], [2, 3], [2, 2, 1, 1], [4, 5]),
+            geom(1, [5, 5], [2, 2], [0, 0, 0, 0], [9, 9]),
+        ];
+        for g in cases {
+            let n = g.c * g.win.in_plane();
+            let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+            let mut cols = vec![0.0; g.patch() * g.win.out_plane()];
+            im2col(&g, &x, &mut cols);
+            assert_eq!(cols, im2col_naive(&g, &x), "{g:?}");
+            // <im2col(x), d> == <x, col2im(d)>
+            let d: Vec<f64> = (0..cols.len()).map(|i| (i as f64 * 0.11).cos()).collect();
+            let mut dx = vec![0.0; n];
+            col2im(&g, &d, &mut dx);
+            let lhs: f64 = cols.iter().zip(&d).map(|(a, b)| a * b).sum();
+            let rhs: f64 = x.iter().zip(&dx).map(|(a, b)| a * b).sum();
+            assert!((lhs - rhs).abs() < 1e-9, "{g:?}");
+        }
+    }
+}

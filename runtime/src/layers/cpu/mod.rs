@@ -1,0 +1,127 @@
+//! flaxen's CPU kernels for convolution and pooling and their registration
+//! on dfdx's tape through its public API (`split_tape`, `add_backward_op`,
+//! `Gradients::get_or_alloc_mut`, `put_tape`).
+//!
+//! dfdx does not expose a tensor's buffer, so inputs are read with one
+//! `copy_into` (a memcpy); everything else works in place: the output
+//! gradient is moved out of the `Gradients` while the input gradients are
+//! written, then put back.
+
+mod conv;
+mod gemm;
+mod pool;
+
+use dfdx::prelude::*;
+
+use super::{ConvGeometry, PoolKind, Window2D};
+
+/// The element types the CPU kernels are written for.
+pub(crate) trait Elem: Dtype + num_traits::Float + Send + Sync {}
+impl Elem for f32 {}
+impl Elem for f64 {}
+
+/// How many items each rayon task gets: one contiguous run per thread, so
+/// per-task scratch buffers and partial sums stay few.
+fn chunking(items: usize) -> usize {
+    items.div_ceil(rayon::current_num_threads().max(1)).max(1)
+}
+
+/// The tensor's values in row-major order (one memcpy when contiguous).
+fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(
+    t: Tensor<S, E, Cpu, T>,
+) -> Result<Vec<E>, CpuError> {
+    let t = t.try_contiguous()?;
+    let mut buf = vec![E::zero(); t.shape().num_elements()];
+    t.copy_into(&mut buf);
+    Ok(buf)
+}
+
+fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+}
+
+/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d).
+pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    geom: &ConvGeometry,
+    x: Tensor<X, E, Cpu, T>,
+    weight: &Tensor<K, E, Cpu>,
+    bias: &Tensor<Bs, E, Cpu>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+    let chw = geom.c * geom.win.in_plane();
+    let numel = x.shape().num_elements();
+    let batch = numel / chw.max(1);
+    assert!(
+        batch * chw == numel
+            && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
+            && weight.shape().num_elements() == geom.o * geom.patch()
+            && bias.shape().num_elements() == geom.o,
+        "conv2d: tensor sizes disagree with {geom:?}"
+    );
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let ws = host_vec(weight.clone())?;
+    let bs = host_vec(bias.clone())?;
+    let (ys, cols) = conv::forward(geom, batch, &xs, &ws, &bs, T::OWNS_TAPE);
+    let y = dev.try_tensor_from_vec(ys, y_shape)?;
+    if T::OWNS_TAPE {
+        let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
+        let cols = if conv::is_pointwise(geom) { xs } else { cols };
+        let geom = *geom;
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx);
+            add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
+            add_into(grads.get_or_alloc_mut(&b_ghost)?, &db);
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+/// See [`FlaxenDevice::try_pool2d`](super::FlaxenDevice::try_pool2d).
+pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    kind: PoolKind,
+    channels: usize,
+    win: &Window2D,
+    x: Tensor<X, E, Cpu, T>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+    let numel = x.shape().num_elements();
+    let planes = numel / win.in_plane().max(1);
+    assert!(
+        planes * win.in_plane() == numel
+            && planes % channels.max(1) == 0
+            && y_shape.num_elements() == planes * win.out_plane(),
+        "pool2d: tensor sizes disagree with {channels} channels of {win:?}"
+    );
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let win = *win;
+    let (ys, arg) = match kind {
+        PoolKind::Avg => (pool::avg_forward(&win, planes, &xs), Vec::new()),
+        PoolKind::Max => pool::max_forward(&win, planes, &xs),
+    };
+    drop(xs);
+    let y = dev.try_tensor_from_vec(ys, y_shape)?;
+    if T::OWNS_TAPE {
+        let y_ghost = y.ghost();
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            match kind {
+                PoolKind::Avg => pool::avg_backward(&win, &dy, dx),
+                PoolKind::Max => pool::max_backward(&win, &arg, &dy, dx),
+            }
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}

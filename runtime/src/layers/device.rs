@@ -1,0 +1,128 @@
+//! [`FlaxenDevice`]: the convolution and pooling kernels a device provides.
+
+use dfdx::prelude::*;
+
+use super::{cpu, ConvGeometry, PoolKind, Window2D};
+
+/// A dfdx device that can run flaxen's convolution and pooling, forward and
+/// backward.
+///
+/// Implemented for [`Cpu`] (flaxen's own im2col + `gemm` and pooling kernels,
+/// parallel with rayon, for `f32` and `f64`; `f16` and `AMP<f16>` take the
+/// slower [`composite`](super::composite) path) and, with the `cuda` feature, for `Cuda`
+/// (the [`composite`](super::composite) path: dfdx's `gather` + `matmul`, all on the GPU).
+///
+/// The layers call these methods; they are public so that other code can
+/// run a convolution on tensors of any shape with the right number of
+/// elements. Shapes are only checked by element count: `x` holds
+/// `batch * c * h * w` values (batch = any), `weight` `o * c * kh * kw`,
+/// `bias` `o`, and `y_shape` `batch * o * oh * ow`.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{FlaxenDevice, PoolKind, Window2D};
+///
+/// let dev: Cpu = Default::default();
+/// let x: Tensor<Rank4<1, 1, 4, 4>, f32, _> = dev.tensor([[[
+///     [1.0, 2.0, 3.0, 4.0],
+///     [5.0, 6.0, 7.0, 8.0],
+///     [9.0, 10.0, 11.0, 12.0],
+///     [13.0, 14.0, 15.0, 16.0],
+/// ]]]);
+/// let win = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 0], [4, 4], [2, 2]);
+/// let y = dev.try_pool2d(PoolKind::Max, 1, &win, x, Rank4::<1, 1, 2, 2>::default()).unwrap();
+/// assert_eq!(y.array(), [[[[6.0, 8.0], [14.0, 16.0]]]]);
+/// ```
+pub trait FlaxenDevice<E: Dtype>: Device<E> {
+    /// `y = conv2d(x, weight) + bias` with weight in OIHW layout; records
+    /// the backward pass (gradients of `x`, `weight` and `bias`) on `x`'s
+    /// tape.
+    fn try_conv2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &ConvGeometry,
+        x: Tensor<X, E, Self, T>,
+        weight: &Tensor<K, E, Self>,
+        bias: &Tensor<Bs, E, Self>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err>;
+
+    /// Pools every one of the `batch * channels` planes of `x` with the
+    /// window `win`; records the backward pass on `x`'s tape.
+    fn try_pool2d<X: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        kind: PoolKind,
+        channels: usize,
+        win: &Window2D,
+        x: Tensor<X, E, Self, T>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err>;
+}
+
+macro_rules! impl_with_cpu_kernels {
+    ($($e:ty),*) => {$(
+        impl FlaxenDevice<$e> for Cpu {
+            fn try_conv2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &ConvGeometry,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                bias: &Tensor<Bs, $e, Self>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                cpu::conv2d(self, geom, x, weight, bias, y_shape)
+            }
+
+            fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                kind: PoolKind,
+                channels: usize,
+                win: &Window2D,
+                x: Tensor<X, $e, Self, T>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                cpu::pool2d(self, kind, channels, win, x, y_shape)
+            }
+        }
+    )*};
+}
+
+impl_with_cpu_kernels!(f32, f64);
+
+// Devices and dtypes without flaxen kernels run the composite path.
+#[allow(unused_macros)]
+macro_rules! impl_composite {
+    ($dev:ty: $($e:ty),*) => {$(
+        impl FlaxenDevice<$e> for $dev {
+            fn try_conv2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &ConvGeometry,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                bias: &Tensor<Bs, $e, Self>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                super::composite::try_conv2d(geom, x, weight, bias, y_shape)
+            }
+
+            fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                kind: PoolKind,
+                channels: usize,
+                win: &Window2D,
+                x: Tensor<X, $e, Self, T>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                super::composite::try_pool2d(kind, channels, win, x, y_shape)
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "f16")]
+impl_composite!(Cpu: dfdx::dtypes::f16, dfdx::dtypes::AMP<dfdx::dtypes::f16>);
+
+#[cfg(feature = "cuda")]
+impl_composite!(Cuda: f32, f64);
+
+#[cfg(all(feature = "cuda", feature = "f16"))]
+impl_composite!(Cuda: dfdx::dtypes::f16, dfdx::dtypes::AMP<dfdx::dtypes::f16>);

@@ -1,0 +1,237 @@
+//! `adam` and `adamw` (Optax `adam` / `adamw`).
+
+use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
+use dfdx::tensor_ops::{AdamConfig, Device, WeightDecay};
+
+use super::fused::{load_count, save_count, Buffers, Kernel};
+use super::{GradientTransformation, Params, Updates};
+use crate::schedule::Schedule;
+use crate::state::{StateDict, StateError, StateMap};
+
+/// Adam with Optax's defaults (`b1 = 0.9`, `b2 = 0.999`, `eps = 1e-8`,
+/// `eps_root = 0`): `updates = -lr * m̂ / (sqrt(v̂) + eps)` with
+/// `m̂ = m / (1 - b1^t)`, `v̂ = v / (1 - b2^t)`.
+///
+/// `lr` is a constant or a [`Schedule`] evaluated at the update count
+/// (0 for the first update). This runs dfdx's fused Adam kernel, so it is
+/// equal to `dfdx::optim::Adam` with the same `lr`, betas and eps: both put
+/// `eps` outside the square root, like Optax.
+///
+/// ```
+/// use flaxen_runtime::optim::adam;
+/// let tx = adam(1e-3).b1(0.8).b2(0.99).eps(1e-6);
+/// # let _ = tx;
+/// ```
+pub fn adam<L: Schedule>(learning_rate: L) -> Adam<L> {
+    Adam {
+        learning_rate,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    }
+}
+
+/// AdamW with Optax semantics: `updates = -lr * (adam_direction + wd *
+/// params)`, i.e. the decay is added before the learning-rate scaling and
+/// applies to every parameter (no mask). Optax's default `weight_decay` is
+/// `1e-4`.
+///
+/// ```
+/// use flaxen_runtime::optim::adamw;
+/// use flaxen_runtime::schedule::cosine_decay;
+/// let tx = adamw(cosine_decay(1e-3, 1000, 0.0), 1e-4);
+/// # let _ = tx;
+/// ```
+pub fn adamw<L: Schedule>(learning_rate: L, weight_decay: f64) -> Adam<L> {
+    Adam {
+        weight_decay,
+        ..adam(learning_rate)
+    }
+}
+
+/// The transformation built by [`adam`] and [`adamw`].
+///
+/// ```
+/// let tx: flaxen_runtime::optim::Adam<f64> = flaxen_runtime::optim::adamw(1e-3, 1e-4);
+/// # let _ = tx;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Adam<L> {
+    learning_rate: L,
+    b1: f64,
+    b2: f64,
+    eps: f64,
+    weight_decay: f64,
+}
+
+impl<L> Adam<L> {
+    /// Decay rate of the first moment (default 0.9).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::adam;
+    /// let tx = adam(1e-3).b1(0.5);
+    /// # let _ = tx;
+    /// ```
+    pub fn b1(mut self, b1: f64) -> Self {
+        self.b1 = b1;
+        self
+    }
+    /// Decay rate of the second moment (default 0.999).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::adam;
+    /// let tx = adam(1e-3).b2(0.99);
+    /// # let _ = tx;
+    /// ```
+    pub fn b2(mut self, b2: f64) -> Self {
+        self.b2 = b2;
+        self
+    }
+    /// Added to the root of the second moment (default 1e-8).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::adam;
+    /// let tx = adam(1e-3).eps(1e-6);
+    /// # let _ = tx;
+    /// ```
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
+    }
+}
+
+/// State of [`Adam`]: the update count and the two moments per leaf,
+/// saved as `{prefix}count`, `{prefix}mu.<leaf>` and `{prefix}nu.<leaf>`.
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// # let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let state = adam(1e-3).init_model(&model).unwrap();
+/// let mut saved = StateMap::new();
+/// state.save_state("opt.", &mut saved);
+/// assert_eq!(saved["opt.mu.weight"].shape, [3, 2]);
+/// assert!(saved.contains_key("opt.count"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct AdamState<E, D: dfdx::prelude::Storage<E>> {
+    count: u64,
+    buffers: Buffers<E, D>,
+}
+
+impl<E, D: dfdx::prelude::Storage<E>> AdamState<E, D> {
+    /// Number of updates done so far.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// assert_eq!(adam(1e-3).init_model(&model).unwrap().count(), 0);
+    /// ```
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<L> {
+    type State = AdamState<E, D>;
+
+    fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
+        Ok(AdamState {
+            count: 0,
+            buffers: Buffers::new(params, &["mu", "nu"], 0)?,
+        })
+    }
+
+    fn update(
+        &self,
+        state: &mut Self::State,
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
+        let (lr, kernel) = self.next(state, None);
+        let wd = self.weight_decay;
+        state.buffers.step(updates, params, &kernel, |i, out| {
+            // Optax adamw: -lr * (direction + wd * params).
+            if wd != 0.0 {
+                out.try_axpy(1.0, &params.leaves()[i], -lr * wd)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn apply_model<M: TensorCollection<E, D>>(
+        &self,
+        state: &mut Self::State,
+        mut grads: Gradients<E, D>,
+        model: &mut M,
+    ) -> Result<Gradients<E, D>, D::Err> {
+        // dfdx's decoupled decay subtracts `lr * (step + wd * p)`, which is
+        // Optax's adamw update.
+        let decay = (self.weight_decay != 0.0).then_some(WeightDecay::Decoupled(self.weight_decay));
+        let (_, kernel) = self.next(state, decay);
+        state.buffers.apply_in_place(&mut grads, model, &kernel)?;
+        Ok(grads)
+    }
+}
+
+impl<L: Schedule> Adam<L> {
+    /// Advances the count and returns this step's learning rate and kernel.
+    fn next<E, D: Storage<E>>(
+        &self,
+        state: &mut AdamState<E, D>,
+        weight_decay: Option<WeightDecay>,
+    ) -> (f64, AdamKernel) {
+        let lr = self.learning_rate.value(state.count);
+        state.count += 1;
+        let kernel = AdamKernel {
+            t: i32::try_from(state.count).unwrap_or(i32::MAX),
+            cfg: AdamConfig {
+                lr,
+                betas: [self.b1, self.b2],
+                eps: self.eps,
+                weight_decay,
+            },
+        };
+        (lr, kernel)
+    }
+}
+
+/// dfdx's fused Adam kernel at step `t` (1-based, for the bias correction).
+struct AdamKernel {
+    t: i32,
+    cfg: AdamConfig,
+}
+
+impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
+    fn run<S: Shape>(
+        &self,
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+    ) -> Result<(), D::Err> {
+        let [mu, nu] = moments else {
+            unreachable!("adam has two moments")
+        };
+        self.cfg.try_update(self.t, param, mu, nu, grad)
+    }
+}
+
+impl<E: Dtype, D: Device<E>> StateDict<E> for AdamState<E, D> {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        save_count(format!("{prefix}count"), self.count, out);
+        self.buffers.save(prefix, out);
+    }
+
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        let count = load_count(&format!("{prefix}count"), src)?;
+        let fresh = self.buffers.prepare(prefix, src)?;
+        self.count = count;
+        self.buffers.commit(fresh);
+        Ok(())
+    }
+}

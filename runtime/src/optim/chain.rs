@@ -1,0 +1,77 @@
+//! `chain`: run transformations one after the other (Optax `chain`).
+
+use dfdx::prelude::Dtype;
+use dfdx::tensor_ops::Device;
+
+use super::{GradientTransformation, Params, Updates};
+use crate::state::{StateDict, StateError, StateMap};
+
+/// Chains transformations given as a tuple (up to 8): each one transforms
+/// the updates of the previous one. The state is the tuple of their states,
+/// saved under `{prefix}0.`, `{prefix}1.`, ...
+///
+/// ```
+/// use flaxen_runtime::optim::*;
+/// let tx = chain((clip_by_global_norm(1.0), scale(-0.1)));
+/// # let _ = tx;
+/// ```
+pub fn chain<T>(transformations: T) -> Chain<T> {
+    Chain(transformations)
+}
+
+/// See [`chain`].
+///
+/// ```
+/// use flaxen_runtime::optim::*;
+/// let tx: Chain<(ClipByGlobalNorm, Scale)> = chain((clip_by_global_norm(1.0), scale(-0.1)));
+/// # let _ = tx;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Chain<T>(pub T);
+
+macro_rules! tuple_impls {
+    ($($T:ident $i:tt),+) => {
+        impl<E: Dtype, D: Device<E>, $($T: GradientTransformation<E, D>),+> GradientTransformation<E, D>
+            for Chain<($($T,)+)>
+        {
+            type State = ($($T::State,)+);
+
+            fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
+                Ok(($(self.0.$i.init(params)?,)+))
+            }
+
+            fn update(
+                &self,
+                state: &mut Self::State,
+                updates: &mut Updates<E, D>,
+                params: &Params<E, D>,
+            ) -> Result<(), D::Err> {
+                $(self.0.$i.update(&mut state.$i, updates, params)?;)+
+                Ok(())
+            }
+        }
+
+        impl<E, $($T: StateDict<E> + Clone),+> StateDict<E> for ($($T,)+) {
+            fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+                $(self.$i.save_state(&format!("{prefix}{}.", $i), out);)+
+            }
+
+            fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+                // Load into a copy first so that a failure leaves `self` intact.
+                let mut next = self.clone();
+                $(next.$i.load_state(&format!("{prefix}{}.", $i), src)?;)+
+                *self = next;
+                Ok(())
+            }
+        }
+    };
+}
+
+tuple_impls!(A 0);
+tuple_impls!(A 0, B 1);
+tuple_impls!(A 0, B 1, C 2);
+tuple_impls!(A 0, B 1, C 2, F 3);
+tuple_impls!(A 0, B 1, C 2, F 3, G 4);
+tuple_impls!(A 0, B 1, C 2, F 3, G 4, H 5);
+tuple_impls!(A 0, B 1, C 2, F 3, G 4, H 5, I 6);
+tuple_impls!(A 0, B 1, C 2, F 3, G 4, H 5, I 6, J 7);

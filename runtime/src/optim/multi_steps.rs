@@ -1,0 +1,181 @@
+//! `multi_steps`: gradient accumulation (Optax `MultiSteps`).
+
+use std::sync::Arc;
+
+use dfdx::prelude::{Dtype, HasShape, Storage};
+use dfdx::tensor_ops::Device;
+
+use super::fused::{load_count, lookup, save_count};
+use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
+use crate::state::{HostTensor, StateDict, StateError, StateMap};
+
+/// Accumulates the mean of `k` successive updates and applies `inner` to it
+/// on every `k`-th call; the other calls yield zero updates (Optax
+/// `MultiSteps(inner, every_k_schedule=k)` with `use_grad_mean=True`).
+///
+/// This is gradient accumulation: `k` mini-batches make one optimizer step.
+/// It is not the `scan!` loop, which makes `k` steps.
+///
+/// ```
+/// use flaxen_runtime::optim::{adam, multi_steps};
+/// let tx = multi_steps(4, adam(1e-3)); // one Adam step per 4 mini-batches
+/// # let _ = tx;
+/// ```
+///
+/// # Panics
+/// If `k` is 0.
+pub fn multi_steps<T>(k: u64, inner: T) -> MultiSteps<T> {
+    assert!(k > 0, "multi_steps needs k >= 1");
+    MultiSteps { k, inner }
+}
+
+/// See [`multi_steps`].
+///
+/// ```
+/// use flaxen_runtime::optim::*;
+/// let tx: MultiSteps<Adam<f64>> = multi_steps(4, adam(1e-3));
+/// # let _ = tx;
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiSteps<T> {
+    k: u64,
+    inner: T,
+}
+
+/// State of [`MultiSteps`]: `{prefix}mini_step`, `{prefix}gradient_step`,
+/// `{prefix}acc_grads.<leaf>` and the inner state under `{prefix}inner.`.
+///
+/// See [`MultiStepsState::mini_step`] for an example.
+#[derive(Debug, Clone)]
+pub struct MultiStepsState<S, E, D: Storage<E>> {
+    mini_step: u64,
+    gradient_step: u64,
+    inner: S,
+    acc: Vec<Leaf<E, D>>,
+    info: Arc<LeafInfo>,
+}
+
+impl<S, E, D: Storage<E>> MultiStepsState<S, E, D> {
+    /// Mini-steps accumulated since the last inner update.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let s = multi_steps(2, sgd(0.1, None, false)).init_model(&model).unwrap();
+    /// assert_eq!((s.mini_step(), s.gradient_step()), (0, 0));
+    /// ```
+    pub fn mini_step(&self) -> u64 {
+        self.mini_step
+    }
+    /// Inner updates done so far (see [`MultiStepsState::mini_step`]).
+    pub fn gradient_step(&self) -> u64 {
+        self.gradient_step
+    }
+    /// The inner transformation's state.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let s = multi_steps(2, adam(1e-3)).init_model(&model).unwrap();
+    /// assert_eq!(s.inner().count(), 0);
+    /// ```
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransformation<E, D>
+    for MultiSteps<T>
+{
+    type State = MultiStepsState<T::State, E, D>;
+
+    fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
+        let mut acc = Vec::with_capacity(params.len());
+        for p in params.leaves() {
+            acc.push(p.device().try_zeros_like(p.shape())?);
+        }
+        Ok(MultiStepsState {
+            mini_step: 0,
+            gradient_step: 0,
+            inner: self.inner.init(params)?,
+            acc,
+            info: params.info_arc(),
+        })
+    }
+
+    fn update(
+        &self,
+        state: &mut Self::State,
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
+        // Running mean, as Optax: acc += (g - acc) / (mini_step + 1).
+        let n = state.mini_step as f64 + 1.0;
+        for (i, acc) in state.acc.iter_mut().enumerate() {
+            let g = updates.take(i, params)?;
+            acc.try_axpy(1.0 - 1.0 / n, &g, 1.0 / n)?;
+        }
+        if state.mini_step + 1 >= self.k {
+            let mut fresh = Vec::with_capacity(state.acc.len());
+            for a in &state.acc {
+                fresh.push(a.device().try_zeros_like(a.shape())?);
+            }
+            let mean = std::mem::replace(&mut state.acc, fresh);
+            let mut inner = Updates::from_leaves(mean);
+            self.inner.update(&mut state.inner, &mut inner, params)?;
+            for i in 0..inner.len() {
+                updates.set(i, inner.take(i, params)?);
+            }
+            state.mini_step = 0;
+            state.gradient_step += 1;
+        } else {
+            for (i, p) in params.leaves().iter().enumerate() {
+                updates.set(i, p.device().try_zeros_like(p.shape())?);
+            }
+            state.mini_step += 1;
+        }
+        Ok(())
+    }
+}
+
+impl<E: Dtype, D: Device<E>, S: StateDict<E> + Clone> StateDict<E> for MultiStepsState<S, E, D> {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        save_count(format!("{prefix}mini_step"), self.mini_step, out);
+        save_count(format!("{prefix}gradient_step"), self.gradient_step, out);
+        for (i, a) in self.acc.iter().enumerate() {
+            out.insert(
+                format!("{prefix}acc_grads.{}", self.info.names[i]),
+                HostTensor {
+                    shape: self.info.shapes[i].clone(),
+                    data: a.as_vec(),
+                },
+            );
+        }
+        self.inner.save_state(&format!("{prefix}inner."), out);
+    }
+
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        let mini_step = load_count(&format!("{prefix}mini_step"), src)?;
+        let gradient_step = load_count(&format!("{prefix}gradient_step"), src)?;
+        let mut acc = Vec::with_capacity(self.acc.len());
+        for (i, a) in self.acc.iter().enumerate() {
+            let key = format!("{prefix}acc_grads.{}", self.info.names[i]);
+            let host = lookup(src, &key, &self.info.shapes[i])?;
+            acc.push(a.device().tensor_from_vec(host.data.clone(), *a.shape()));
+        }
+        let mut inner = self.inner.clone();
+        inner.load_state(&format!("{prefix}inner."), src)?;
+        *self = MultiStepsState {
+            mini_step,
+            gradient_step,
+            inner,
+            acc,
+            info: self.info.clone(),
+        };
+        Ok(())
+    }
+}

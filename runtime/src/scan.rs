@@ -1,0 +1,234 @@
+//! Support for the `scan!` macro: batches stacked along a leading axis of
+//! length `K`, and the per-step losses stacked back into a `[K]` tensor.
+//!
+//! `scan!(K, step, state, batches)` is K sequential calls of `step`, each on
+//! slice `k` of every stacked tensor in `batches`. It is *not* gradient
+//! accumulation; for that, see Optax's `MultiSteps` (flaxen's `multi_steps`).
+
+use dfdx::prelude::*;
+
+/// A value holding `K` batches stacked along a leading axis: a tensor of
+/// shape `[K, ...]`, or a tuple of such values (e.g. `(images, labels)`).
+///
+/// ```
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::scan::{stack_batches, Stacked};
+/// let dev: Cpu = Default::default();
+/// let x: Tensor<Rank3<5, 4, 3>, f32, _> = dev.sample_normal();
+/// let y: Tensor<Rank2<5, 4>, usize, _> = dev.zeros();
+/// let (x2, y2) = Stacked::<5>::step(&(x.clone(), y), 2);
+/// assert_eq!(x2.array(), x.array()[2]);
+/// assert_eq!(y2.array(), [0; 4]);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`scan!` runs {K} steps, but `{Self}` is not stacked along a leading axis of length {K}",
+    label = "expected batches stacked as `[{K}, ...]` (a tensor or a tuple of tensors)",
+    note = "stack the batches with `stack_batches` or `Loader::next_stacked::<{K}>()`, or change K"
+)]
+pub trait Stacked<const K: usize> {
+    /// What one step sees: the same structure without the leading axis.
+    type Step;
+    /// Slice `k` (`k < K`) of every stacked tensor. Copies one batch, not all K.
+    fn step(&self, k: usize) -> Self::Step;
+}
+
+/// A device that can take slice `k` of a stacked tensor's leading axis.
+///
+/// Implemented for `Cpu` (every dtype, including `usize` labels) and for
+/// `Cuda` (float dtypes on the device; `usize` labels, which dfdx 0.13 cannot
+/// `select` on the GPU, through one small host round trip of the labels).
+pub trait SelectStep<E: Unit>: Storage<E> {
+    /// `t[k]`, a copy of one slice.
+    fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+        t: &Tensor<Src, E, Self>,
+        k: usize,
+    ) -> Tensor<Dst, E, Self>;
+}
+
+impl<E: Dtype> SelectStep<E> for Cpu {
+    fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+        t: &Tensor<Src, E, Self>,
+        k: usize,
+    ) -> Tensor<Dst, E, Self> {
+        let idx = t.device().tensor(k);
+        t.clone().select(idx)
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda_select {
+    use super::*;
+
+    macro_rules! impl_float {
+        ($($e:ty),*) => {$(
+            impl SelectStep<$e> for Cuda {
+                fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+                    t: &Tensor<Src, $e, Self>,
+                    k: usize,
+                ) -> Tensor<Dst, $e, Self> {
+                    let idx = t.device().tensor(k);
+                    t.clone().select(idx)
+                }
+            }
+        )*};
+    }
+    impl_float!(f32, f64);
+    #[cfg(feature = "f16")]
+    impl_float!(dfdx::dtypes::f16, dfdx::dtypes::AMP<dfdx::dtypes::f16>);
+
+    impl SelectStep<usize> for Cuda {
+        fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+            t: &Tensor<Src, usize, Self>,
+            k: usize,
+        ) -> Tensor<Dst, usize, Self> {
+            let all = t.as_vec();
+            let dst = t.shape().remove(());
+            let n = dst.num_elements();
+            t.device()
+                .tensor_from_vec(all[k * n..(k + 1) * n].to_vec(), dst)
+        }
+    }
+}
+
+macro_rules! impl_stacked_tensor {
+    ($($d:ident),+) => {
+        impl<const K: usize, $($d: Dim,)+ E: Unit, D: SelectStep<E>> Stacked<K>
+            for Tensor<(Const<K>, $($d,)+), E, D>
+        {
+            type Step = Tensor<($($d,)+), E, D>;
+            fn step(&self, k: usize) -> Self::Step {
+                D::select_step(self, k)
+            }
+        }
+    };
+}
+impl_stacked_tensor!(A);
+impl_stacked_tensor!(A, B);
+impl_stacked_tensor!(A, B, C);
+impl_stacked_tensor!(A, B, C, F);
+impl_stacked_tensor!(A, B, C, F, G);
+
+macro_rules! impl_stacked_tuple {
+    ($($t:ident $i:tt),+) => {
+        impl<const K: usize, $($t: Stacked<K>,)+> Stacked<K> for ($($t,)+) {
+            type Step = ($($t::Step,)+);
+            fn step(&self, k: usize) -> Self::Step {
+                ($(self.$i.step(k),)+)
+            }
+        }
+    };
+}
+impl_stacked_tuple!(P 0);
+impl_stacked_tuple!(P 0, Q 1);
+impl_stacked_tuple!(P 0, Q 1, R 2);
+impl_stacked_tuple!(P 0, Q 1, R 2, S 3);
+
+impl<const K: usize, T: Stacked<K>> Stacked<K> for &T {
+    type Step = T::Step;
+    fn step(&self, k: usize) -> Self::Step {
+        (**self).step(k)
+    }
+}
+
+/// Stacks `K` batches into one value with a leading axis of length `K`, the
+/// input `scan!` expects. Each component is stacked separately, so
+/// `[(x0, y0), (x1, y1)]` becomes `(stack[x0, x1], stack[y0, y1])`.
+///
+/// ```
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::scan::{stack_batches, Stacked};
+/// let dev: Cpu = Default::default();
+/// let b = |v: f32| (dev.tensor([[v; 3]; 2]), dev.tensor([1usize, 0]));
+/// let (x, y) = stack_batches([b(0.0), b(1.0), b(2.0)]);
+/// let _: &Tensor<Rank3<3, 2, 3>, f32, _> = &x;
+/// assert_eq!(y.array(), [[1, 0]; 3]);
+/// ```
+pub fn stack_batches<B: StackBatches>(batches: B) -> B::Stacked {
+    batches.stack_batches()
+}
+
+/// `K` batches that [`stack_batches`] can stack: an array `[T; K]` of tensors
+/// or of tuples of tensors.
+pub trait StackBatches {
+    /// The stacked value.
+    type Stacked;
+    /// Stacks the items.
+    fn stack_batches(self) -> Self::Stacked;
+}
+
+impl<S: Shape, E: Unit, D: Storage<E>, const K: usize> StackBatches for [Tensor<S, E, D>; K]
+where
+    [Tensor<S, E, D>; K]: TryStack,
+{
+    type Stacked = <[Tensor<S, E, D>; K] as TryStack>::Stacked;
+    fn stack_batches(self) -> Self::Stacked {
+        self.stack()
+    }
+}
+
+macro_rules! impl_stack_tuple {
+    ($($t:ident $i:tt),+) => {
+        impl<const K: usize, $($t,)+> StackBatches for [($($t,)+); K]
+        where
+            $([$t; K]: StackBatches,)+
+        {
+            type Stacked = ($(<[$t; K] as StackBatches>::Stacked,)+);
+            fn stack_batches(self) -> Self::Stacked {
+                let mut parts = ($(Vec::<$t>::with_capacity(K),)+);
+                for item in self {
+                    $(parts.$i.push(item.$i);)+
+                }
+                ($(to_array::<$t, K>(parts.$i).stack_batches(),)+)
+            }
+        }
+    };
+}
+impl_stack_tuple!(P 0, Q 1);
+impl_stack_tuple!(P 0, Q 1, R 2);
+impl_stack_tuple!(P 0, Q 1, R 2, S 3);
+
+fn to_array<T, const K: usize>(v: Vec<T>) -> [T; K] {
+    match v.try_into() {
+        Ok(a) => a,
+        // The caller pushed exactly one element per item of a `[_; K]`.
+        Err(_) => unreachable!("stack_batches: one element per batch"),
+    }
+}
+
+/// Stacks the K per-step losses into one `[K]` tensor that stays on the
+/// device. Called by the code `scan!` generates.
+pub fn stack_losses<E: Dtype, D: Device<E>, const K: usize>(
+    losses: [Tensor<Rank0, E, D>; K],
+) -> Tensor<Rank1<K>, E, D> {
+    losses.stack()
+}
+
+/// The rolled form used by `scan!` when K is a `const` item rather than a
+/// literal (the macro cannot read the item's value): the loop bound is the
+/// compile-time constant `K`, so the calls are the same K sequential steps.
+pub fn scan_const<const K: usize, St, B, F, E, D>(
+    mut step: F,
+    mut state: St,
+    batches: &B,
+) -> (St, Tensor<Rank1<K>, E, D>)
+where
+    B: Stacked<K>,
+    F: FnMut(St, B::Step) -> (St, Tensor<Rank0, E, D>),
+    E: Dtype,
+    D: Device<E>,
+{
+    const { assert!(K > 0, "`scan!` needs at least one step (K = 0)") };
+    let mut losses = Vec::with_capacity(K);
+    for k in 0..K {
+        let (next, loss) = step(state, batches.step(k));
+        state = next;
+        losses.push(loss);
+    }
+    (state, stack_losses(to_array(losses)))
+}
+
+/// Compile-time check used by `scan!`: the batches are stacked `[K, ...]`.
+/// A mismatch is reported through [`Stacked`]'s diagnostic, which names K and
+/// the batches' type (and so their leading axis).
+#[doc(hidden)]
+pub fn assert_stacked<const K: usize, B: Stacked<K>>(_: &B) {}

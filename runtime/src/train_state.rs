@@ -1,0 +1,330 @@
+//! [`TrainState`]: parameters, optimizer, optimizer state, step counter and
+//! reusable gradient buffers, as in Flax's `train_state.TrainState`.
+//!
+//! ```
+//! use flaxen_runtime::dfdx::prelude::*;
+//! use flaxen_runtime::losses::softmax_cross_entropy_with_integer_labels;
+//! use flaxen_runtime::optim::adam;
+//! use flaxen_runtime::train_state::TrainState;
+//!
+//! type Mlp = (Linear<4, 8>, ReLU, Linear<8, 3>);
+//! type State = TrainState<<Mlp as BuildOnDevice<Cpu, f32>>::Built, flaxen_runtime::optim::Adam<f64>, f32, Cpu>;
+//! type Batch = (Tensor<Rank2<16, 4>, f32, Cpu>, Tensor<Rank1<16>, usize, Cpu>);
+//!
+//! fn train_step(mut state: State, (x, y): Batch) -> (State, Tensor<Rank0, f32, Cpu>) {
+//!     let (loss, grads) = state
+//!         .value_and_grad(|model, tape| {
+//!             let logits = model.forward(x.put_tape(tape));
+//!             softmax_cross_entropy_with_integer_labels(logits, y).mean()
+//!         })
+//!         .unwrap();
+//!     state.apply_gradients(grads).unwrap();
+//!     (state, loss)
+//! }
+//!
+//! let dev: Cpu = Default::default();
+//! let mut state = TrainState::create(dev.build_module::<Mlp, f32>(), adam(1e-2)).unwrap();
+//! let batch: Batch = (dev.sample_normal(), dev.tensor([0usize, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]));
+//! let (state, loss) = train_step(state, batch);
+//! assert_eq!(state.step(), 1);
+//! assert!(loss.array().is_finite());
+//! ```
+
+use dfdx::nn::tensor_collection::{
+    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut, ViewTensorName,
+    ViewTensorRef,
+};
+use dfdx::prelude::*;
+use dfdx::tensor_ops::Device;
+
+use crate::optim::{GradientTransformation, Params};
+use crate::state::{HostTensor, StateDict, StateError, StateMap};
+
+/// A scalar loss that stays on the device (read it with `.array()` when
+/// needed).
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::train_state::Loss;
+/// let dev: Cpu = Default::default();
+/// let loss: Loss<f32, Cpu> = dev.tensor(0.5);
+/// assert_eq!(loss.array(), 0.5);
+/// ```
+pub type Loss<E, D> = Tensor<Rank0, E, D>;
+
+/// What [`TrainState::value_and_grad`] returns: the loss and the gradients
+/// (see the example there).
+pub type ValueAndGrad<E, D> = (Loss<E, D>, Gradients<E, D>);
+
+/// Everything that changes during training (see the module example for a
+/// whole train step).
+///
+/// Gradient buffers are allocated once (`alloc_grads`) and reused: each
+/// [`value_and_grad`](Self::value_and_grad) zeroes them and backward writes
+/// into them, and [`apply_gradients`](Self::apply_gradients) hands them back.
+///
+/// Parameters are updated in place, so their ids stay valid for the buffers.
+/// Replacing `params` wholesale is allowed (the next `value_and_grad`
+/// registers the new tensors) as long as the shapes do not change.
+#[derive(Debug)]
+pub struct TrainState<M, O: GradientTransformation<E, D>, E: Dtype, D: Device<E>> {
+    /// The model (its parameters).
+    pub params: M,
+    /// The gradient transformation (the optimizer).
+    pub tx: O,
+    /// The optimizer's state.
+    pub opt_state: O::State,
+    step: u64,
+    grads: Option<Gradients<E, D>>,
+    dev: D,
+}
+
+impl<M, O, E, D> TrainState<M, O, E, D>
+where
+    M: TensorCollection<E, D>,
+    O: GradientTransformation<E, D>,
+    E: Dtype,
+    D: Device<E>,
+{
+    /// Builds the state for `params` trained by `tx` (Flax's
+    /// `TrainState.create`).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let state = TrainState::create(dev.build_module::<Linear<3, 2>, f32>(), sgd(0.1, None, false)).unwrap();
+    /// assert_eq!(state.step(), 0);
+    /// ```
+    ///
+    /// # Panics
+    /// If the model has no trainable tensor.
+    pub fn create(params: M, tx: O) -> Result<Self, D::Err> {
+        let p = Params::of(&params)?;
+        let dev = p
+            .leaves()
+            .first()
+            .expect("TrainState needs a model with at least one trainable tensor")
+            .device()
+            .clone();
+        let opt_state = tx.init(&p)?;
+        drop(p);
+        let grads = params.try_alloc_grads()?;
+        Ok(Self {
+            params,
+            tx,
+            opt_state,
+            step: 0,
+            grads: Some(grads),
+            dev,
+        })
+    }
+
+    /// Number of [`apply_gradients`](Self::apply_gradients) calls so far
+    /// (see the example there).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Runs `loss_fn(model, tape)` and backpropagates: returns the loss, still
+    /// on the device (no sync), and the gradients of every parameter.
+    ///
+    /// `loss_fn` puts `tape` on its input (`x.put_tape(tape)`) and returns a
+    /// scalar loss that carries the tape. The gradient buffers of the state
+    /// are zeroed and reused, not reallocated.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let mut state = TrainState::create(dev.build_module::<Linear<3, 1>, f32>(), adam(1e-3)).unwrap();
+    /// let x: Tensor<Rank2<4, 3>, f32, _> = dev.sample_normal();
+    /// let (loss, grads) = state
+    ///     .value_and_grad(|model, tape| model.forward(x.put_tape(tape)).square().mean())
+    ///     .unwrap();
+    /// assert!(loss.array() >= 0.0);
+    /// assert_eq!(grads.get(&state.params.bias).as_vec().len(), 1);
+    /// ```
+    pub fn value_and_grad<F>(&mut self, loss_fn: F) -> Result<ValueAndGrad<E, D>, D::Err>
+    where
+        F: FnOnce(&mut M, OwnedTape<E, D>) -> Tensor<Rank0, E, D, OwnedTape<E, D>>,
+    {
+        let mut grads = match self.grads.take() {
+            Some(g) => g,
+            None => self.params.try_alloc_grads()?,
+        };
+        // Also marks the current parameter ids as leaves, so that their
+        // gradients survive backward even if `params` was replaced.
+        self.params.try_zero_grads(&mut grads)?;
+        let seed: Tensor<Rank0, E, D> = self.dev.try_zeros()?;
+        let (_, tape) = seed.traced(grads).split_tape();
+        let loss = loss_fn(&mut self.params, tape);
+        let value = loss.retaped::<NoneTape>();
+        let grads = loss.try_backward()?;
+        Ok((value, grads))
+    }
+
+    /// Updates the parameters with `grads` through the optimizer
+    /// (`params += tx.update(grads)`), advances the step, and keeps the
+    /// buffers for the next [`value_and_grad`](Self::value_and_grad).
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # use flaxen_runtime::train_state::TrainState;
+    /// # let dev: Cpu = Default::default();
+    /// let mut state = TrainState::create(dev.build_module::<Linear<3, 1>, f32>(), sgd(0.1, None, false)).unwrap();
+    /// let before = state.params.bias.array();
+    /// let x: Tensor<Rank2<4, 3>, f32, _> = dev.ones();
+    /// let (_, grads) = state.value_and_grad(|m, tape| m.forward(x.put_tape(tape)).sum()).unwrap();
+    /// state.apply_gradients(grads).unwrap();
+    /// // d(sum)/d(bias) = 4, so the bias moves by -0.1 * 4.
+    /// assert!((state.params.bias.array()[0] - (before[0] - 0.4)).abs() < 1e-6);
+    /// assert_eq!(state.step(), 1);
+    /// ```
+    pub fn apply_gradients(&mut self, grads: Gradients<E, D>) -> Result<(), D::Err> {
+        let grads = self
+            .tx
+            .apply_model(&mut self.opt_state, grads, &mut self.params)?;
+        self.grads = Some(grads);
+        self.step += 1;
+        Ok(())
+    }
+}
+
+impl<M, O, E, D> StateDict<E> for TrainState<M, O, E, D>
+where
+    M: TensorCollection<E, D>,
+    O: GradientTransformation<E, D>,
+    E: Dtype,
+    D: Device<E>,
+{
+    /// Writes `{prefix}params.<tensor>` (every tensor of the model, trainable
+    /// or not), `{prefix}opt.<...>` (the optimizer state) and
+    /// `{prefix}step`.
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        let mut op = SaveModel {
+            prefix: format!("{prefix}params."),
+            out,
+        };
+        M::iter_tensors(&mut RecursiveWalker {
+            m: (&self.params, String::new()),
+            f: &mut op,
+        })
+        .expect("saving only reads tensors");
+        self.opt_state.save_state(&format!("{prefix}opt."), out);
+        crate::optim::save_count(format!("{prefix}step"), self.step, out);
+    }
+
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        let params_prefix = format!("{prefix}params.");
+        let mut check = CheckModel {
+            prefix: &params_prefix,
+            src,
+            err: None,
+        };
+        M::iter_tensors(&mut RecursiveWalker {
+            m: (&self.params, String::new()),
+            f: &mut check,
+        })
+        .expect("checking only reads tensors");
+        if let Some(e) = check.err {
+            return Err(e);
+        }
+        let step = crate::optim::load_count(&format!("{prefix}step"), src)?;
+        let mut opt_state = self.opt_state.clone();
+        opt_state.load_state(&format!("{prefix}opt."), src)?;
+        // Everything is valid: now write, in place (ids stay the same).
+        let mut write = LoadModel {
+            prefix: &params_prefix,
+            src,
+        };
+        M::iter_tensors(&mut RecursiveWalker {
+            m: (&mut self.params, String::new()),
+            f: &mut write,
+        })
+        .expect("checked above");
+        self.opt_state = opt_state;
+        self.step = step;
+        Ok(())
+    }
+}
+
+struct SaveModel<'a, E> {
+    prefix: String,
+    out: &'a mut StateMap<E>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for SaveModel<'_, E> {
+    type Viewer = (ViewTensorRef, ViewTensorName);
+    type Err = D::Err;
+    type E2 = E;
+    type D2 = D;
+
+    fn visit<S: Shape>(
+        &mut self,
+        _opts: TensorOptions<S, E, D>,
+        (t, name): (&Tensor<S, E, D>, String),
+    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
+        self.out.insert(
+            format!("{}{name}", self.prefix),
+            HostTensor {
+                shape: t.shape().concrete().into(),
+                data: t.as_vec(),
+            },
+        );
+        Ok(None)
+    }
+}
+
+struct CheckModel<'a, E> {
+    prefix: &'a str,
+    src: &'a StateMap<E>,
+    err: Option<StateError>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for CheckModel<'_, E> {
+    type Viewer = (ViewTensorRef, ViewTensorName);
+    type Err = D::Err;
+    type E2 = E;
+    type D2 = D;
+
+    fn visit<S: Shape>(
+        &mut self,
+        _opts: TensorOptions<S, E, D>,
+        (t, name): (&Tensor<S, E, D>, String),
+    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
+        if self.err.is_none() {
+            let shape: Vec<usize> = t.shape().concrete().into();
+            let key = format!("{}{name}", self.prefix);
+            if let Err(e) = crate::optim::lookup(self.src, &key, &shape) {
+                self.err = Some(e);
+            }
+        }
+        Ok(None)
+    }
+}
+
+struct LoadModel<'a, E> {
+    prefix: &'a str,
+    src: &'a StateMap<E>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for LoadModel<'_, E> {
+    type Viewer = (ViewTensorMut, ViewTensorName);
+    type Err = D::Err;
+    type E2 = E;
+    type D2 = D;
+
+    fn visit<S: Shape>(
+        &mut self,
+        _opts: TensorOptions<S, E, D>,
+        (t, name): (&mut Tensor<S, E, D>, String),
+    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
+        let host = &self.src[&format!("{}{name}", self.prefix)];
+        t.copy_from(&host.data);
+        Ok(None)
+    }
+}

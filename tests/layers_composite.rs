@@ -1,0 +1,244 @@
+//! flaxen's CPU kernels against the composite path (dfdx's own `gather` +
+//! `matmul` ops, what `Cuda` runs), on the CPU in f64: forward values and
+//! every gradient, with `Const` and `usize` batch dims, with and without a
+//! tape, and with tensors used twice (gradients must accumulate).
+
+use flaxen::prelude::*;
+use flaxen::runtime::layers::{
+    builder, composite, conv_out_size, same_padding, AvgPool2D, MaxPool2D, PoolKind,
+};
+
+fn assert_same(what: &str, a: &[f64], b: &[f64]) {
+    assert_eq!(a.len(), b.len(), "{what}: length");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-10 * y.abs().max(1.0),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
+
+macro_rules! conv_vs_composite {
+    ($name:ident, c = $c:literal, o = $o:literal, k = ($kh:literal, $kw:literal),
+     s = ($sh:literal, $sw:literal), pad = ($pt:expr, $pb:expr, $pl:expr, $pr:expr),
+     hw = ($h:literal, $w:literal)) => {
+        #[test]
+        fn $name() {
+            const P: [usize; 4] = [$pt, $pb, $pl, $pr];
+            const OH: usize = conv_out_size($h, $kh, $sh, P[0], P[1]);
+            const OW: usize = conv_out_size($w, $kw, $sw, P[2], P[3]);
+            type L = builder::Conv2D<
+                $c,
+                $o,
+                $kh,
+                $kw,
+                $sh,
+                $sw,
+                { P[0] },
+                { P[1] },
+                { P[2] },
+                { P[3] },
+                $h,
+                $w,
+                OH,
+                OW,
+            >;
+            let dev: Cpu = Default::default();
+            let mut conv = dev.build_module::<L, f64>();
+            conv.bias = dev.sample_normal();
+            let geom = L::GEOMETRY;
+
+            // Const batch: y is used twice and x feeds a second op, so the
+            // backward passes must add into existing gradients.
+            let x: Tensor<Rank4<3, $c, $h, $w>, f64, _> = dev.sample_normal();
+            let r1: Tensor<Rank4<3, $o, OH, OW>, f64, _> = dev.sample_normal();
+            let r2: Tensor<Rank4<3, $o, OH, OW>, f64, _> = dev.sample_normal();
+            let run = |fast: bool| {
+                let y = if fast {
+                    conv.forward(x.leaky_trace())
+                } else {
+                    composite::try_conv2d(
+                        &geom,
+                        x.leaky_trace(),
+                        &conv.weight,
+                        &conv.bias,
+                        Default::default(),
+                    )
+                    .unwrap()
+                };
+                let y_values = y.as_vec();
+                let y_again = (y.with_empty_tape() * r2.clone()).sum();
+                let x_again = (x.leaky_trace() * 2.0).sum();
+                let g = ((y * r1.clone()).sum() + y_again + x_again).backward();
+                (
+                    y_values,
+                    g.get(&x).as_vec(),
+                    g.get(&conv.weight).as_vec(),
+                    g.get(&conv.bias).as_vec(),
+                )
+            };
+            let (fast, slow) = (run(true), run(false));
+            assert_same("y", &fast.0, &slow.0);
+            assert_same("grad x", &fast.1, &slow.1);
+            assert_same("grad w", &fast.2, &slow.2);
+            assert_same("grad b", &fast.3, &slow.3);
+
+            // usize batch, through the device trait and the module.
+            let xu: Tensor<(usize, Const<$c>, Const<$h>, Const<$w>), f64, _> =
+                dev.sample_normal_like(&(5, Const, Const, Const));
+            let ru: Tensor<(usize, Const<$o>, Const<OH>, Const<OW>), f64, _> =
+                dev.sample_normal_like(&(5, Const, Const, Const));
+            let fast = conv.forward(xu.leaky_trace());
+            let slow = composite::try_conv2d(
+                &geom,
+                xu.leaky_trace(),
+                &conv.weight,
+                &conv.bias,
+                (5, Const, Const, Const),
+            )
+            .unwrap();
+            let slow_y = slow.as_vec();
+            assert_same("usize y", &fast.as_vec(), &slow_y);
+            assert_same(
+                "usize y, no tape",
+                &conv.forward(xu.clone()).as_vec(),
+                &slow_y,
+            );
+            let gf = (fast * ru.clone()).sum().backward();
+            let gs = (slow * ru.clone()).sum().backward();
+            assert_same("usize grad x", &gf.get(&xu).as_vec(), &gs.get(&xu).as_vec());
+            assert_same(
+                "usize grad w",
+                &gf.get(&conv.weight).as_vec(),
+                &gs.get(&conv.weight).as_vec(),
+            );
+            assert_same(
+                "usize grad b",
+                &gf.get(&conv.bias).as_vec(),
+                &gs.get(&conv.bias).as_vec(),
+            );
+        }
+    };
+}
+
+conv_vs_composite!(
+    conv_same_3x3,
+    c = 3,
+    o = 4,
+    k = (3, 3),
+    s = (1, 1),
+    pad = (
+        same_padding(9, 3, 1).0,
+        same_padding(9, 3, 1).1,
+        same_padding(8, 3, 1).0,
+        same_padding(8, 3, 1).1
+    ),
+    hw = (9, 8)
+);
+conv_vs_composite!(
+    conv_rect_strided_asymmetric,
+    c = 2,
+    o = 3,
+    k = (3, 2),
+    s = (2, 3),
+    pad = (2, 0, 1, 2),
+    hw = (7, 8)
+);
+conv_vs_composite!(
+    conv_pointwise,
+    c = 4,
+    o = 2,
+    k = (1, 1),
+    s = (1, 1),
+    pad = (0, 0, 0, 0),
+    hw = (5, 6)
+);
+conv_vs_composite!(
+    conv_valid_5x5_stride2,
+    c = 2,
+    o = 3,
+    k = (5, 5),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (9, 10)
+);
+
+macro_rules! pool_vs_composite {
+    ($name:ident, $pool:ident, $kind:expr, c = $c:literal, k = ($kh:literal, $kw:literal),
+     s = ($sh:literal, $sw:literal), pad = ($pt:literal, $pb:literal, $pl:literal, $pr:literal),
+     hw = ($h:literal, $w:literal)) => {
+        #[test]
+        fn $name() {
+            const OH: usize = conv_out_size($h, $kh, $sh, $pt, $pb);
+            const OW: usize = conv_out_size($w, $kw, $sw, $pl, $pr);
+            type L = $pool<$c, $kh, $kw, $sh, $sw, $pt, $pb, $pl, $pr, $h, $w, OH, OW>;
+            let dev: Cpu = Default::default();
+            let win = L::GEOMETRY;
+            for batch in [1usize, 4] {
+                let x: Tensor<(usize, Const<$c>, Const<$h>, Const<$w>), f64, _> =
+                    dev.sample_normal_like(&(batch, Const, Const, Const));
+                let r: Tensor<(usize, Const<$c>, Const<OH>, Const<OW>), f64, _> =
+                    dev.sample_normal_like(&(batch, Const, Const, Const));
+                let fast = L::default().forward(x.leaky_trace());
+                let slow = composite::try_pool2d(
+                    $kind,
+                    $c,
+                    &win,
+                    x.leaky_trace(),
+                    (batch, Const, Const, Const),
+                )
+                .unwrap();
+                assert_same("y", &fast.as_vec(), &slow.as_vec());
+                assert_same(
+                    "y, no tape",
+                    &L::default().forward(x.clone()).as_vec(),
+                    &slow.as_vec(),
+                );
+                let gf = (fast * r.clone()).sum().backward();
+                let gs = (slow * r.clone()).sum().backward();
+                assert_same("grad x", &gf.get(&x).as_vec(), &gs.get(&x).as_vec());
+            }
+        }
+    };
+}
+
+pool_vs_composite!(
+    avg_pool_2x2,
+    AvgPool2D,
+    PoolKind::Avg,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_vs_composite!(
+    avg_pool_padded_rect,
+    AvgPool2D,
+    PoolKind::Avg,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);
+pool_vs_composite!(
+    max_pool_2x2,
+    MaxPool2D,
+    PoolKind::Max,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_vs_composite!(
+    max_pool_padded_rect,
+    MaxPool2D,
+    PoolKind::Max,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);

@@ -1,0 +1,113 @@
+//! Finite-difference checks (f64, central differences) of the gradients of
+//! flaxen's conv and pooling layers on rectangular kernels, stride 2 and
+//! explicit, asymmetric padding. `loss = sum(layer(x) * r)` for a random `r`;
+//! tolerance `|analytic - numeric| <= 1e-6 * max(|numeric|, 1)`.
+
+use flaxen::prelude::*;
+use flaxen::runtime::layers::{builder, conv_out_size, AvgPool2D, MaxPool2D};
+
+const EPS: f64 = 1e-5;
+
+fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
+    let mut v = at.to_vec();
+    (0..v.len())
+        .map(|i| {
+            let orig = v[i];
+            v[i] = orig + EPS;
+            let hi = f(&v);
+            v[i] = orig - EPS;
+            let lo = f(&v);
+            v[i] = orig;
+            (hi - lo) / (2.0 * EPS)
+        })
+        .collect()
+}
+
+fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
+    assert_eq!(analytic.len(), numeric.len());
+    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
+        assert!(
+            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
+            "{what}[{i}]: analytic {a}, numeric {n}"
+        );
+    }
+}
+
+// Conv: 2 -> 3 channels, 3x2 kernel, strides (2, 2), padding top 1, bottom 0,
+// left 2, right 1, on 7x6 inputs.
+const OH: usize = conv_out_size(7, 3, 2, 1, 0);
+const OW: usize = conv_out_size(6, 2, 2, 2, 1);
+type Conv = builder::Conv2D<2, 3, 3, 2, 2, 2, 1, 0, 2, 1, 7, 6, OH, OW>;
+type X = Rank4<2, 2, 7, 6>;
+type Y = Rank4<2, 3, OH, OW>;
+
+#[test]
+fn conv_gradients_match_finite_differences() {
+    let dev: Cpu = Default::default();
+    let conv = dev.build_module::<Conv, f64>();
+    let mut conv_b = conv.clone();
+    conv_b.bias = dev.sample_normal();
+    let conv = conv_b;
+    let x: Tensor<X, f64, _> = dev.sample_normal();
+    let r: Tensor<Y, f64, _> = dev.sample_normal();
+
+    let y = conv.forward(x.leaky_trace());
+    let grads = (y * r.clone()).sum().backward();
+
+    let loss = |x: &[f64], w: &[f64], b: &[f64]| {
+        let mut m = conv.clone();
+        m.weight.copy_from(w);
+        m.bias.copy_from(b);
+        let x: Tensor<X, f64, _> = dev.tensor_from_vec(x.to_vec(), Default::default());
+        (m.forward(x) * r.clone()).sum::<Rank0, _>().array()
+    };
+    let (xs, ws, bs) = (x.as_vec(), conv.weight.as_vec(), conv.bias.as_vec());
+    assert_grad(
+        "x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(|v| loss(v, &ws, &bs), &xs),
+    );
+    assert_grad(
+        "w",
+        &grads.get(&conv.weight).as_vec(),
+        &numeric_grad(|v| loss(&xs, v, &bs), &ws),
+    );
+    assert_grad(
+        "b",
+        &grads.get(&conv.bias).as_vec(),
+        &numeric_grad(|v| loss(&xs, &ws, v), &bs),
+    );
+}
+
+// Pools: 3x2 window, strides (2, 2), padding top 1, bottom 2, left 0, right 1,
+// on 2 channels of 6x5.
+const POH: usize = conv_out_size(6, 3, 2, 1, 2);
+const POW: usize = conv_out_size(5, 2, 2, 0, 1);
+type PX = Rank4<2, 2, 6, 5>;
+type PY = Rank4<2, 2, POH, POW>;
+
+macro_rules! pool_gradcheck {
+    ($name:ident, $pool:ident) => {
+        #[test]
+        fn $name() {
+            let dev: Cpu = Default::default();
+            let pool = $pool::<2, 3, 2, 2, 2, 1, 2, 0, 1, 6, 5, POH, POW>;
+            let x: Tensor<PX, f64, _> = dev.sample_normal();
+            let r: Tensor<PY, f64, _> = dev.sample_normal();
+            let y = pool.forward(x.leaky_trace());
+            let grads = (y * r.clone()).sum().backward();
+            let loss = |v: &[f64]| {
+                let x: Tensor<PX, f64, _> = dev.tensor_from_vec(v.to_vec(), Default::default());
+                (pool.forward(x) * r.clone()).sum::<Rank0, _>().array()
+            };
+            assert_grad(
+                "x",
+                &grads.get(&x).as_vec(),
+                &numeric_grad(loss, &x.as_vec()),
+            );
+        }
+    };
+}
+
+pool_gradcheck!(avg_pool_gradients_match_finite_differences, AvgPool2D);
+pool_gradcheck!(max_pool_gradients_match_finite_differences, MaxPool2D);
