@@ -6,6 +6,113 @@
 //!
 //! Start with `use flaxen::prelude::*;`.
 
+/// Turns a Flax `@nn.compact`-style model into a shape-checked dfdx module.
+///
+/// ```
+/// use flaxen::prelude::*;
+///
+/// /// The seed CNN. Inputs are NCHW; the batch axis is implicit.
+/// pub struct Cnn;
+///
+/// #[compact]
+/// impl Cnn {
+///     fn forward(x: Input<1, 28, 28>) {
+///         let x = Conv(features = 32, kernel_size = (3, 3))(x);
+///         let x = relu(x);
+///         let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+///         let x = Conv(features = 64, kernel_size = (3, 3))(x);
+///         let x = relu(x);
+///         let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+///         let x = flatten(x);
+///         let x = Dense(features = 256)(x);
+///         let x = relu(x);
+///         Dense(features = 10)(x)
+///     }
+/// }
+///
+/// let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Cnn, f32>();     // a `CnnModule<f32, Cpu>`
+/// assert_eq!(model.num_trainable_params(), 824_458);
+/// let x: Tensor<Rank4<2, 1, 28, 28>, f32, _> = dev.sample_normal();
+/// let logits: Tensor<Rank2<2, 10>, f32, _> = model.forward(x);
+/// ```
+///
+/// # The language
+///
+/// - `fn forward(x: Input<D1, ..>)` (or `fn forward(&self, x: Input<..>)`)
+///   declares the per-example input shape: 1 to 3 integer literals. The
+///   batch axis is not written; the module accepts any batch dimension
+///   (`Const<B>` or a run-time `usize`).
+/// - The body is `let` bindings and a final output expression. Layers with
+///   parameters are called as `Layer(args)(x)`, functional ops as
+///   `op(x, args)`. Arguments are positional in Flax's order or `name =
+///   value`, with Flax's names and defaults:
+///
+///   | call | per-example shapes |
+///   | --- | --- |
+///   | `Dense(features, use_bias = true)` | `[f]` → `[features]`, `[s, f]` → `[s, features]` |
+///   | `Conv(features, kernel_size, strides = (1, 1), padding = SAME)` | `[c, h, w]` → `[features, h', w']` |
+///   | `avg_pool` / `max_pool(x, window_shape, strides = (1, 1), padding = VALID)` | `[c, h, w]` → `[c, h', w']` |
+///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
+///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
+///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, over the channel axis |
+///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
+///   | `relu gelu sigmoid tanh silu softmax log_softmax` | unchanged (softmax over the last axis; `gelu` is Flax's tanh approximation) |
+///   | `x + y`, `x - y`, `x * y`, `x / y`, `-x` | equal shapes |
+///   | `x * 0.5`, `1.0 - x`, `x / 2.0` | a tensor and a number |
+///
+///   Padding is `SAME` (XLA's split), `VALID`, `p`, `(ph, pw)` or
+///   `((top, bottom), (left, right))`; sizes, kernels and strides are an
+///   integer or an `(h, w)` pair. Layout is NCHW.
+/// - A `#[compact]` model can be called as a layer of another: `x + Block()(x)`.
+///   The outer expansion refers to the inner one's shapes through the
+///   [`Compact`](runtime::compact::Compact) consts and checks the call with
+///   `const` assertions. Only `name = ".."` may be passed to it.
+///
+/// # What is generated
+///
+/// For `struct Cnn`: `pub struct CnnModule<E, D>` with one public field per
+/// parameterised layer, named as Flax names them, snake-cased and counted
+/// per kind in call order (`conv_0`, `conv_1`, `dense_0`, `batch_norm_0`,
+/// `block_0` for a nested `Block`), or by a `name = "head"` argument. The
+/// field names are the tensor keys of checkpoints (`conv_0.weight`,
+/// `dense_1.bias`, dfdx's safetensors format). `CnnModule` implements
+/// `TensorCollection` (optimizers, `zero_grads`, `num_trainable_params`,
+/// `reset_params`, `to_device`, safetensors save and load), `Module` and
+/// `ModuleMut` for batched inputs with and without a tape, `Clone` and
+/// `Debug`; `Cnn` implements `BuildOnDevice` (`dev.build_module::<Cnn, E>()`)
+/// and [`Compact`](runtime::compact::Compact). The rustdoc of `CnnModule`
+/// lists every layer with its output shape and parameter count.
+///
+/// Every intermediate shape is computed by the macro and written into the
+/// generated types as `Const` dimensions, so rustc checks them again against
+/// the layers' own impls.
+///
+/// # Errors
+///
+/// Mistakes are compile errors at the call they concern, several at once
+/// when they are independent:
+///
+/// ```text
+/// error: `Dense` needs a [features] input, but `x` has shape [64, 7, 7] here
+///        help: call `flatten(x)` first
+///   --> src/main.rs:10:17
+///    |
+/// 10 |         let x = Dense(features = 10)(x);
+///    |                 ^^^^^^^^^^^^^^^^^^^^^^^
+/// ```
+///
+/// ```compile_fail
+/// use flaxen::prelude::*;
+/// pub struct Mlp;
+/// #[compact]
+/// impl Mlp {
+///     fn forward(x: Input<784>) {
+///         Desne(10)(x) // error: unknown layer `Desne`; did you mean `Dense(..)(x)`?
+///     }
+/// }
+/// ```
+pub use flaxen_macros::compact;
 pub use flaxen_macros::scan;
 pub use flaxen_runtime as runtime;
 pub use flaxen_runtime::dfdx;
@@ -13,7 +120,7 @@ pub use flaxen_runtime::dfdx;
 /// Everything needed to write and train a model: dfdx's prelude, the runtime
 /// and the macros.
 pub mod prelude {
-    pub use flaxen_macros::scan;
+    pub use flaxen_macros::{compact, scan};
     pub use flaxen_runtime::dfdx::prelude::*;
     pub use flaxen_runtime::prelude::*;
 }
@@ -23,5 +130,6 @@ pub mod prelude {
 pub mod __private {
     pub use ::core;
     pub use flaxen_runtime;
+    pub use flaxen_runtime::compact::{scalar, try_silu, Compact, ParamDtype};
     pub use flaxen_runtime::dfdx;
 }

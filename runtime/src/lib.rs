@@ -50,3 +50,5 @@ pub mod prelude {
     pub use crate::state::{StateDict, StateError, StateMap};
     pub use crate::train_state::{Loss, TrainState};
 }
+
+pub mod compact;

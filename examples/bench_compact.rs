@@ -1,0 +1,165 @@
+//! Does `#[compact]` cost anything at run time? Trains the seed CNN written
+//! in the DSL and the same network written by hand from the runtime layers
+//! (same weights, same batches, Adam), alternating blocks of steps so both
+//! see the same machine load, and prints one JSON line:
+//!
+//! ```text
+//! {"bench":"compact_train_step","batch":32,"steps":..,"dsl_ms":..,"hand_ms":..,"ratio":..}
+//! ```
+//!
+//! `ratio` is the DSL's median step time over the hand-written one's (goal:
+//! at most 1.02). Run with
+//!
+//! ```text
+//! cargo run --release --example bench_compact [steps] [batch]
+//! ```
+//!
+//! Build time. The DSL moves work from the programmer to the compiler (the
+//! macro, and rustc checking each layer's where-clause), so compare the
+//! build of a binary holding the DSL model with one holding the hand-written
+//! tuple, dependencies already built:
+//!
+//! ```text
+//! for kind in dsl hand; do
+//!   # a one-file crate depending on flaxen by path, holding the model and a
+//!   # forward + backward call (see `model_dsl` / `model_hand` below)
+//!   touch src/main.rs && /usr/bin/time -f "$kind %e s" cargo build --release
+//! done
+//! ```
+
+use flaxen::dfdx::optim::{Adam, AdamConfig, Optimizer};
+use flaxen::prelude::*;
+use flaxen::runtime::layers::{self, AvgPool2D, Flatten2D};
+use std::time::Instant;
+
+/// The seed CNN (DESIGN.md).
+pub struct Cnn;
+
+#[compact]
+impl Cnn {
+    fn forward(x: Input<1, 28, 28>) {
+        let x = Conv(features = 32, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = Conv(features = 64, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = flatten(x);
+        let x = Dense(features = 256)(x);
+        let x = relu(x);
+        Dense(features = 10)(x)
+    }
+}
+
+/// The same network by hand.
+type HandCnn = (
+    (
+        layers::builder::Conv2D<1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28, 28, 28>,
+        ReLU,
+        AvgPool2D<32, 2, 2, 2, 2, 0, 0, 0, 0, 28, 28, 14, 14>,
+        layers::builder::Conv2D<32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>,
+        ReLU,
+        AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>,
+    ),
+    (
+        Flatten2D<64, 7, 7, 3136>,
+        Linear<3136, 256>,
+        ReLU,
+        Linear<256, 10>,
+    ),
+);
+
+type Batch = Tensor<(usize, Const<1>, Const<28>, Const<28>), f32, Cpu>;
+type Labels = Tensor<(usize, Const<10>), f32, Cpu>;
+
+/// One training step (forward, loss, backward, Adam update), returning the
+/// loss so the work cannot be optimised away.
+macro_rules! train_step {
+    ($model:expr, $opt:expr, $grads:expr, $x:expr, $y:expr) => {{
+        let logits = $model.forward($x.clone().traced($grads.take().unwrap()));
+        let loss = cross_entropy_with_logits_loss(logits, $y.clone());
+        let l = loss.array();
+        let mut g = loss.backward();
+        $opt.update(&mut $model, &g).unwrap();
+        $model.zero_grads(&mut g);
+        *$grads = Some(g);
+        l
+    }};
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let steps = args.first().copied().unwrap_or(60);
+    let batch = args.get(1).copied().unwrap_or(32);
+    let block = 5;
+
+    let dev: Cpu = Default::default();
+    let mut dsl = dev.build_module::<Cnn, f32>();
+    let mut hand = dev.build_module::<HandCnn, f32>();
+    hand.0 .0.weight = dsl.conv_0.weight.clone();
+    hand.0 .0.bias = dsl.conv_0.bias.clone();
+    hand.0 .3.weight = dsl.conv_1.weight.clone();
+    hand.0 .3.bias = dsl.conv_1.bias.clone();
+    hand.1 .1.weight = dsl.dense_0.weight.clone();
+    hand.1 .1.bias = dsl.dense_0.bias.clone();
+    hand.1 .3.weight = dsl.dense_1.weight.clone();
+    hand.1 .3.bias = dsl.dense_1.bias.clone();
+    let cfg = AdamConfig {
+        lr: 1e-3,
+        ..Default::default()
+    };
+    let mut opt_dsl = Adam::new(&dsl, cfg);
+    let mut opt_hand = Adam::new(&hand, cfg);
+    let mut g_dsl = Some(dsl.alloc_grads());
+    let mut g_hand = Some(hand.alloc_grads());
+
+    let x: Batch = dev.sample_normal_like(&(batch, Const, Const, Const));
+    let y: Labels = dev
+        .sample_uniform_like(&(batch, Const))
+        .softmax::<Axis<1>>();
+
+    // Warm-up (allocator caches, thread pool), and a check that both
+    // compute the same thing.
+    for _ in 0..2 {
+        let a = train_step!(dsl, opt_dsl, &mut g_dsl, x, y);
+        let b = train_step!(hand, opt_hand, &mut g_hand, x, y);
+        assert_eq!(a, b, "the DSL and the hand-written model diverged");
+    }
+
+    let (mut t_dsl, mut t_hand) = (Vec::new(), Vec::new());
+    let rounds = steps.div_ceil(block).max(1);
+    for r in 0..rounds {
+        // Alternate which model goes first, so neither always runs on a
+        // warmer (or more contended) machine.
+        for which in [r % 2, 1 - r % 2] {
+            let start = Instant::now();
+            for _ in 0..block {
+                if which == 0 {
+                    train_step!(dsl, opt_dsl, &mut g_dsl, x, y);
+                } else {
+                    train_step!(hand, opt_hand, &mut g_hand, x, y);
+                }
+            }
+            let per_step = start.elapsed().as_secs_f64() * 1e3 / block as f64;
+            if which == 0 {
+                t_dsl.push(per_step)
+            } else {
+                t_hand.push(per_step)
+            }
+        }
+    }
+    let (d, h) = (median(t_dsl), median(t_hand));
+    println!(
+        "{{\"bench\":\"compact_train_step\",\"batch\":{batch},\"steps\":{},\"dsl_ms\":{d:.3},\"hand_ms\":{h:.3},\"ratio\":{:.4}}}",
+        rounds * block,
+        d / h
+    );
+}

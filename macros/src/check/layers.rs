@@ -1,0 +1,355 @@
+//! Checking of the layers with parameters (`Dense`, `Conv`, `Dropout`,
+//! `BatchNorm`, `LayerNorm`) and of nested `#[compact]` models.
+
+use super::{first_span, layers, lit, nn, Checker, Field, Kind, Val};
+use crate::parse::{Arg, Expr};
+use crate::shape::{self, show, AxisPad, Dim};
+use crate::vocab::{self, bind, LAYERS, OPS};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::Error;
+
+impl Checker {
+    pub(super) fn layer(
+        &mut self,
+        path: &syn::Path,
+        x: Val,
+        input: &Expr,
+        args: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
+        let last = path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        let known = path.segments.len() == 1 && LAYERS.contains(&last.as_str());
+        if !known {
+            if OPS.contains(&last.as_str()) {
+                self.errs.push(Error::new_spanned(
+                    tokens,
+                    format!("`{last}` is an op, not a layer: call it as `{last}(x)`"),
+                ));
+                return Val::Poison;
+            }
+            // A single name close to a built-in one is most likely a typo; a
+            // nested model with such a name can be written as a path
+            // (`self::Conv2()(x)`).
+            let near = || vocab::nearest(&last, LAYERS).or_else(|| vocab::nearest(&last, OPS));
+            if let Some(s) = near().filter(|_| path.segments.len() == 1) {
+                let form = if LAYERS.contains(&s) {
+                    format!("`{s}(..)(x)`")
+                } else {
+                    format!("`{s}(x)`")
+                };
+                self.errs.push(Error::new_spanned(
+                    path,
+                    format!("unknown layer `{last}`; did you mean {form}?"),
+                ));
+                return Val::Poison;
+            }
+            return self.nested(path, &last, x, input, args, tokens);
+        }
+        let bound = bind(&last, &last, args, tokens, &mut self.errs);
+        let Some(i) = self.tensor_input(x, &last, tokens) else {
+            return Val::Poison;
+        };
+        let s = self.shape(i).to_vec();
+        let nn = nn();
+        match last.as_str() {
+            "Dense" => {
+                let feats = bound
+                    .get("features")
+                    .and_then(|e| self.errs.take(vocab::positive(e, "`features`")));
+                let bias = match bound.get("use_bias") {
+                    Some(e) => self.errs.take(vocab::boolean(e, "`use_bias`")),
+                    None => Some(true),
+                };
+                if s.len() > 2 {
+                    let hint = match input {
+                        Expr::Var(v) => format!("flatten({v})"),
+                        _ => "flatten(..)".to_string(),
+                    };
+                    self.errs.push(Error::new_spanned(tokens, format!(
+                        "`Dense` needs a [features] input, but {} has shape {} here\nhelp: call `{hint}` first",
+                        input.describe(), show(&s)
+                    )));
+                    return Val::Poison;
+                }
+                let name = self.field_name("dense", &bound, tokens);
+                let (Some(o), Some(bias), Some(name)) = (feats, bias, name) else {
+                    return Val::Poison;
+                };
+                let inf = s[s.len() - 1].clone();
+                let ig = inf.generic();
+                let ty = if bias {
+                    let ol = lit(o);
+                    quote!(#nn::Linear<#ig, #ol, E, D>)
+                } else {
+                    let ol = lit(o);
+                    quote!(#nn::UnbiasedLinear<#ig, #ol, E, D>)
+                };
+                let params = match inf.known() {
+                    Some(f) => {
+                        Dim::Known(shape::params(&[f, o]).saturating_add(if bias { o } else { 0 }))
+                    }
+                    None => {
+                        let fe = inf.expr();
+                        let b = if bias { o } else { 0 };
+                        Dim::Sym(quote!(#fe * #o + #b), format!("{inf}*{o}+{b}"))
+                    }
+                };
+                let mut out = s.clone();
+                let last_ix = out.len() - 1;
+                out[last_ix] = Dim::Known(o);
+                self.field(
+                    name,
+                    ty,
+                    params,
+                    Vec::new(),
+                    i,
+                    out,
+                    format!("`Dense({o})`"),
+                )
+            }
+            "Conv" => {
+                let feats = bound
+                    .get("features")
+                    .and_then(|e| self.errs.take(vocab::positive(e, "`features`")));
+                let k = bound
+                    .get("kernel_size")
+                    .and_then(|e| self.errs.take(vocab::pair(e, "a kernel size")));
+                let st = match bound.get("strides") {
+                    Some(e) => self.errs.take(vocab::pair(e, "a stride")),
+                    None => Some((1, 1)),
+                };
+                let pad = match bound.get("padding") {
+                    Some(e) => self.errs.take(vocab::padding(e)),
+                    None => Some((AxisPad::Same, AxisPad::Same)),
+                };
+                if let Some(e) = bound.get("use_bias") {
+                    if let Some(false) = self.errs.take(vocab::boolean(e, "`use_bias`")) {
+                        self.errs.push(Error::new_spanned(e, "`Conv(use_bias = false)` is not supported yet: flaxen's conv layer always has a bias"));
+                        return Val::Poison;
+                    }
+                }
+                if s.len() != 3 {
+                    return self.needs_image("Conv", input, &s, tokens);
+                }
+                let name = self.field_name("conv", &bound, tokens);
+                let (Some(o), Some(k), Some(st), Some(pad)) = (feats, k, st, pad) else {
+                    return Val::Poison;
+                };
+                let Some([wh, ww]) = self.windows("Conv", &s, k, st, pad, input, tokens) else {
+                    return Val::Poison;
+                };
+                let Some(name) = name else { return Val::Poison };
+                let l = layers();
+                let (c, h, w) = (s[0].generic(), s[1].generic(), s[2].generic());
+                let (kh, kw, sh, sw) = (lit(k.0), lit(k.1), lit(st.0), lit(st.1));
+                let (pt, pb, pl, pr) = (
+                    wh.pad_lo.generic(),
+                    wh.pad_hi.generic(),
+                    ww.pad_lo.generic(),
+                    ww.pad_hi.generic(),
+                );
+                let (oh, ow) = (wh.out.generic(), ww.out.generic());
+                let ol = lit(o);
+                let ty = quote!(#l::Conv2D<#c, #ol, #kh, #kw, #sh, #sw, #pt, #pb, #pl, #pr, #h, #w, #oh, #ow, E, D>);
+                let params = match s[0].known() {
+                    Some(cn) => Dim::Known(shape::params(&[o, cn, k.0, k.1]).saturating_add(o)),
+                    None => {
+                        let ce = s[0].expr();
+                        Dim::Sym(
+                            quote!(#o * #ce * #kh * #kw + #o),
+                            format!("{o}*{}*{kh}*{kw}+{o}", s[0]),
+                        )
+                    }
+                };
+                let out = vec![Dim::Known(o), wh.out, ww.out];
+                self.field(
+                    name,
+                    ty,
+                    params,
+                    Vec::new(),
+                    i,
+                    out,
+                    format!("`Conv({o}, {kh}x{kw}, strides {sh}x{sw})`"),
+                )
+            }
+            "Dropout" => {
+                let rate = bound
+                    .get("rate")
+                    .and_then(|e| self.errs.take(vocab::float(e, "`rate`")));
+                let Some(rate) = rate else { return Val::Poison };
+                if !(0.0..1.0).contains(&rate) {
+                    if let Some(e) = bound.get("rate") {
+                        self.errs.push(Error::new_spanned(e, format!("`rate` is the probability of dropping an element and must be in [0, 1), but is {rate}")));
+                    }
+                    return Val::Poison;
+                }
+                self.push(
+                    Kind::Dropout(rate, i),
+                    s,
+                    Some(format!("`Dropout({rate})`")),
+                )
+            }
+            "BatchNorm" | "LayerNorm" => self.norm(&last, &bound, i, input, tokens),
+            _ => Val::Poison,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn field(
+        &mut self,
+        name: syn::Ident,
+        ty: TokenStream,
+        params: Dim,
+        init: Vec<TokenStream>,
+        input: usize,
+        out: Vec<Dim>,
+        what: String,
+    ) -> Val {
+        let doc = format!("`{name}`: {what}");
+        self.fields.push(Field {
+            name,
+            ty,
+            params,
+            init,
+        });
+        self.push(Kind::Field(self.fields.len() - 1, input), out, Some(doc))
+    }
+
+    fn norm(
+        &mut self,
+        kind: &str,
+        bound: &std::collections::BTreeMap<&'static str, &syn::Expr>,
+        i: usize,
+        input: &Expr,
+        tokens: &TokenStream,
+    ) -> Val {
+        let s = self.shape(i).to_vec();
+        let nn = nn();
+        // Flax's defaults, which differ from dfdx's: BatchNorm momentum 0.99
+        // (dfdx counts momentum the other way: 1 - 0.99), epsilon 1e-5;
+        // LayerNorm epsilon 1e-6.
+        let eps_default = if kind == "BatchNorm" { 1e-5 } else { 1e-6 };
+        let eps = match bound.get("epsilon") {
+            Some(e) => self.errs.take(vocab::float(e, "`epsilon`")),
+            None => Some(eps_default),
+        };
+        let momentum = match bound.get("momentum") {
+            Some(e) => self.errs.take(vocab::float(e, "`momentum`")),
+            None => Some(0.99),
+        };
+        let (ty, features) = match (kind, s.len()) {
+            ("BatchNorm", 1) => (quote!(BatchNorm1D), s[0].clone()),
+            ("BatchNorm", 3) => (quote!(BatchNorm2D), s[0].clone()),
+            ("LayerNorm", 1 | 2) => (quote!(LayerNorm1D), s[s.len() - 1].clone()),
+            _ => {
+                let want = if kind == "BatchNorm" {
+                    "[features] or [channels, height, width]"
+                } else {
+                    "[features] or [seq, features]"
+                };
+                self.errs.push(Error::new_spanned(
+                    tokens,
+                    format!(
+                        "`{kind}` needs a {want} input, but {} has shape {} here",
+                        input.describe(),
+                        show(&s)
+                    ),
+                ));
+                return Val::Poison;
+            }
+        };
+        let base = vocab::snake(kind);
+        let name = self.field_name(&base, bound, tokens);
+        let (Some(eps), Some(momentum), Some(name)) = (eps, momentum, name) else {
+            return Val::Poison;
+        };
+        let fg = features.generic();
+        let mut init = vec![quote!(__f.epsilon = #eps;)];
+        if kind == "BatchNorm" {
+            let m = 1.0 - momentum;
+            init.push(quote!(__f.momentum = #m;));
+        }
+        let params = match features.known() {
+            Some(f) => Dim::Known(f.saturating_mul(2)),
+            None => {
+                let fe = features.expr();
+                Dim::Sym(quote!(2 * #fe), format!("2*{features}"))
+            }
+        };
+        self.field(
+            name,
+            quote!(#nn::#ty<#fg, E, D>),
+            params,
+            init,
+            i,
+            s,
+            format!("`{kind}`"),
+        )
+    }
+
+    fn nested(
+        &mut self,
+        path: &syn::Path,
+        last: &str,
+        x: Val,
+        input: &Expr,
+        args: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
+        let bound = bind(last, "nested", args, tokens, &mut self.errs);
+        let Some(i) = self.tensor_input(x, last, tokens) else {
+            return Val::Poison;
+        };
+        let s = self.shape(i).to_vec();
+        let name = self.field_name(&vocab::snake(last), &bound, tokens);
+        let Some(name) = name else { return Val::Poison };
+        let rt = shape::rt_compact();
+        let ct = quote!(<#path as #rt::Compact>);
+        let r = s.len();
+        let in_consts = [quote!(IN_0), quote!(IN_1), quote!(IN_2)];
+        let dims = s.iter().zip(&in_consts).map(|(d, c)| {
+            let e = d.expr();
+            quote!(#ct::#c == #e)
+        });
+        let span = first_span(tokens);
+        let ptxt = path.to_token_stream().to_string().replace(' ', "");
+        let input_ok = quote!(#ct::IN_RANK == #r #(&& #dims)*);
+        self.assert_dependent(
+            input_ok.clone(),
+            format!("`{ptxt}` is called on {} of shape {}, which is not the input shape `{ptxt}` declares in its `fn forward`", input.describe(), show(&s)),
+            span,
+        );
+        let rank_ok = quote!(#ct::OUT_RANK == #r);
+        self.assert_dependent(
+            rank_ok.clone(),
+            format!("`{ptxt}` changes the rank of its input; a nested model must return as many axes as it takes"),
+            span,
+        );
+        self.guards.push(quote!(#input_ok && #rank_ok));
+        let out_consts = ["OUT_0", "OUT_1", "OUT_2"];
+        let out: Vec<Dim> = out_consts[..r]
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                let c = format_ident!("{}", c);
+                Dim::Sym(quote!(#ct::#c), format!("{ptxt}.out[{k}]"))
+            })
+            .collect();
+        let ty = quote!(#ct::Module<E, D>);
+        let params = Dim::Sym(quote!(#ct::NUM_PARAMS), format!("{ptxt}::NUM_PARAMS"));
+        self.field(
+            name,
+            ty,
+            params,
+            Vec::new(),
+            i,
+            out,
+            format!("nested `{ptxt}`"),
+        )
+    }
+}

@@ -1,0 +1,207 @@
+//! `#[compact]` MLPs: build, shapes, parameter count, keys, forward with and
+//! without a tape, `Const` and `usize` batch.
+
+use flaxen::prelude::*;
+
+/// A two-layer MLP.
+pub struct Mlp;
+
+#[compact]
+impl Mlp {
+    fn forward(x: Input<784>) {
+        let x = Dense(features = 128)(x);
+        let x = relu(x);
+        Dense(10)(x)
+    }
+}
+
+pub struct Everything;
+
+#[compact]
+impl Everything {
+    fn forward(&self, x: Input<16>) {
+        let h = LayerNorm()(x);
+        let h = Dense(32, name = "proj")(h);
+        let a = gelu(h) + silu(h) * 0.5;
+        let b = tanh(sigmoid(a)) - 1.0;
+        let c = 2.0 - b / 4.0;
+        let d = -c + Dropout(0.25)(a);
+        let e = BatchNorm(momentum = 0.9)(d);
+        let y = Dense(features = 8, use_bias = false)(e);
+        log_softmax(y) + softmax(y)
+    }
+}
+
+#[test]
+fn mlp_builds_and_runs() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Mlp, f32>();
+    assert_eq!(m.num_trainable_params(), 784 * 128 + 128 + 128 * 10 + 10);
+    let _: &modules::Linear<784, 128, f32, Cpu> = &m.dense_0;
+    let x: Tensor<Rank2<3, 784>, f32, _> = dev.sample_normal();
+    let y: Tensor<Rank2<3, 10>, f32, _> = m.forward(x.clone());
+    // usize batch
+    let xd: Tensor<(usize, Const<784>), f32, _> = x.clone().realize();
+    let yd = m.forward(xd);
+    assert_eq!(yd.shape().0, 3);
+    assert_eq!(yd.as_vec(), y.as_vec());
+    // with a tape: gradients reach every parameter
+    let mut grads = m.alloc_grads();
+    let y = m.forward(x.clone().traced(grads));
+    grads = y.sum().backward();
+    assert!(grads
+        .get(&m.dense_0.weight)
+        .array()
+        .iter()
+        .flatten()
+        .any(|g| *g != 0.0));
+    // manual equivalent
+    let h = m.dense_0.forward(x.clone()).relu();
+    let want = m.dense_1.forward(h);
+    assert_eq!(m.forward(x).as_vec(), want.as_vec());
+}
+
+#[test]
+fn everything_builds_and_runs() {
+    let dev: Cpu = Default::default();
+    let mut m = dev.build_module::<Everything, f32>();
+    assert_eq!(m.batch_norm_0.momentum, 1.0 - 0.9);
+    assert_eq!(m.layer_norm_0.epsilon, 1e-6);
+    assert_eq!(
+        m.num_trainable_params(),
+        2 * 16 + 16 * 32 + 32 + 2 * 32 + 32 * 8
+    );
+    let x: Tensor<Rank2<4, 16>, f32, _> = dev.sample_normal();
+    let y: Tensor<Rank2<4, 8>, f32, _> = m.forward(x.clone());
+    assert!(y.as_vec().iter().all(|v| v.is_finite()));
+    let grads = m.alloc_grads();
+    let y = m.forward_mut(x.traced(grads));
+    let g = y.mean().backward();
+    assert!(g
+        .get(&m.proj.weight)
+        .array()
+        .iter()
+        .flatten()
+        .any(|v| *v != 0.0));
+}
+
+#[test]
+fn compact_consts() {
+    use flaxen::runtime::compact::Compact;
+    assert_eq!(<Mlp as Compact>::IN_RANK, 1);
+    assert_eq!(<Mlp as Compact>::IN_0, 784);
+    assert_eq!(<Mlp as Compact>::OUT_0, 10);
+    assert_eq!(<Mlp as Compact>::NUM_PARAMS, 784 * 128 + 128 + 1290);
+}
+
+#[test]
+fn tensor_collection_services() {
+    let dev: Cpu = Default::default();
+    let mut m = dev.build_module::<Everything, f32>();
+
+    // Checkpoint keys are the layer names.
+    let dir = std::env::temp_dir().join(format!("flaxen-compact-mlp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.safetensors");
+    m.save_safetensors(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let mut keys: Vec<&str> = header
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.retain(|k| *k != "__metadata__");
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "batch_norm_0.bias",
+            "batch_norm_0.epsilon",
+            "batch_norm_0.momentum",
+            "batch_norm_0.running_mean",
+            "batch_norm_0.running_var",
+            "batch_norm_0.scale",
+            "dense_0.weight",
+            "layer_norm_0.beta",
+            "layer_norm_0.epsilon",
+            "layer_norm_0.gamma",
+            "proj.bias",
+            "proj.weight",
+        ]
+    );
+
+    // Load into a fresh model: same outputs.
+    let mut other = dev.build_module::<Everything, f32>();
+    other.load_safetensors(&path).unwrap();
+    let x: Tensor<Rank2<4, 16>, f32, _> = dev.sample_normal();
+    assert_eq!(
+        m.forward(x.clone()).as_vec(),
+        other.forward(x.clone()).as_vec()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // reset_params, to_device, to_dtype, zero_grads, an optimizer step.
+    m.reset_params();
+    let _: EverythingModule<f32, Cpu> = m.to_device(&dev);
+    let _: EverythingModule<f64, Cpu> = m.to_dtype::<f64>();
+    let mut opt = flaxen::dfdx::optim::Sgd::new(&m, Default::default());
+    let mut grads = m.alloc_grads();
+    let y = m.forward_mut(x.traced(grads));
+    grads = y.square().mean().backward();
+    let before = m.proj.weight.as_vec();
+    flaxen::dfdx::optim::Optimizer::update(&mut opt, &mut m, &grads).unwrap();
+    assert_ne!(before, m.proj.weight.as_vec());
+    m.zero_grads(&mut grads);
+}
+
+#[cfg(feature = "f16")]
+#[test]
+fn half_precision() {
+    use flaxen::dfdx::dtypes::{f16, AMP};
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Mlp, f16>();
+    let x: Tensor<Rank2<2, 784>, f16, _> = dev.sample_normal();
+    let _: Tensor<Rank2<2, 10>, f16, _> = m.forward(x);
+    let m = dev.build_module::<Mlp, AMP<f16>>();
+    let x: Tensor<Rank2<2, 784>, AMP<f16>, _> = dev.sample_normal();
+    let _: Tensor<Rank2<2, 10>, AMP<f16>, _> = m.forward(x);
+}
+
+/// More layers than dfdx's field tuples hold (6): the expansion nests them.
+pub struct Deep;
+
+#[compact]
+impl Deep {
+    fn forward(x: Input<3>) {
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        let x = relu(Dense(4)(x));
+        Dense(2, name = "head")(x)
+    }
+}
+
+#[test]
+fn many_layers() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Deep, f32>();
+    assert_eq!(
+        m.num_trainable_params(),
+        3 * 4 + 4 + 12 * (4 * 4 + 4) + 4 * 2 + 2
+    );
+    let _ = &m.dense_12;
+    let x: Tensor<Rank2<2, 3>, f32, _> = dev.sample_normal();
+    let _: Tensor<Rank2<2, 2>, f32, _> = m.forward(x);
+}

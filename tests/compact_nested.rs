@@ -1,0 +1,95 @@
+//! Nesting: a `#[compact]` model used as a layer of another one.
+
+use flaxen::prelude::*;
+use flaxen::runtime::compact::Compact;
+
+/// A residual MLP block on 32 features.
+pub struct Block;
+
+#[compact]
+impl Block {
+    fn forward(x: Input<32>) {
+        let h = relu(Dense(64)(x));
+        Dense(32)(h)
+    }
+}
+
+/// Two residual blocks between an input and an output projection.
+pub struct ResNet;
+
+#[compact]
+impl ResNet {
+    fn forward(x: Input<10>) {
+        let x = Dense(32)(x);
+        let x = x + Block()(x);
+        let x = x + Block(name = "second")(x);
+        let x = relu(x);
+        Dense(3)(x)
+    }
+}
+
+/// A conv block that keeps its shape, nested in a CNN, followed by layers
+/// whose sizes depend on the block's output consts.
+pub struct ConvBlock;
+
+#[compact]
+impl ConvBlock {
+    fn forward(x: Input<4, 6, 6>) {
+        relu(Conv(4, (3, 3))(x))
+    }
+}
+
+pub struct Outer;
+
+#[compact]
+impl Outer {
+    fn forward(x: Input<1, 6, 6>) {
+        let x = Conv(4, 3)(x);
+        let y = ConvBlock()(x);
+        let y = avg_pool(y + x, (2, 2), strides = (2, 2));
+        Dense(2)(flatten(y))
+    }
+}
+
+#[test]
+fn residual_blocks() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<ResNet, f32>();
+    let block = 32 * 64 + 64 + 64 * 32 + 32;
+    assert_eq!(<Block as Compact>::NUM_PARAMS, block);
+    assert_eq!(
+        m.num_trainable_params(),
+        10 * 32 + 32 + 2 * block + 32 * 3 + 3
+    );
+    assert_eq!(<ResNet as Compact>::NUM_PARAMS, m.num_trainable_params());
+    let x: Tensor<Rank2<5, 10>, f32, _> = dev.sample_normal();
+    let y: Tensor<Rank2<5, 3>, f32, _> = m.forward(x.clone());
+
+    // The same computation by hand.
+    let h = m.dense_0.forward(x.clone());
+    let h = h.clone() + m.block_0.forward(h);
+    let h = h.clone() + m.second.forward(h);
+    let want = m.dense_1.forward(h.relu());
+    assert_eq!(y.as_vec(), want.as_vec());
+
+    // Gradients reach the nested blocks' parameters through both branches.
+    let g = m.alloc_grads();
+    let g = m.forward(x.traced(g)).sum().backward();
+    assert!(g
+        .get(&m.second.dense_0.weight)
+        .as_vec()
+        .iter()
+        .any(|v| *v != 0.0));
+}
+
+#[test]
+fn nested_shapes_flow_through_consts() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Outer, f32>();
+    assert_eq!(<Outer as Compact>::OUT_0, 2);
+    let conv = 4 * 9 + 4; // 1 input channel
+    let inner = 4 * 4 * 9 + 4;
+    assert_eq!(m.num_trainable_params(), conv + inner + 4 * 3 * 3 * 2 + 2);
+    let x: Tensor<Rank4<3, 1, 6, 6>, f32, _> = dev.sample_normal();
+    let _: Tensor<Rank2<3, 2>, f32, _> = m.forward(x);
+}

@@ -1,0 +1,12 @@
+use flaxen::prelude::*;
+
+pub struct Net;
+
+#[compact]
+impl Net {
+    fn forward(x: Input<1, 28, 28>) {
+        Conv(features = 8, (3, 3))(x)
+    }
+}
+
+fn main() {}
