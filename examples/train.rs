@@ -1,0 +1,334 @@
+//! The README's main job: train the seed CNN, written with `#[compact]`, on
+//! the embedded 8×8 handwritten digits (or on MNIST with `--data-dir`).
+//!
+//! ```text
+//! cargo run --release --example train                 # embedded digits
+//! cargo run --release --example train -- --data-dir ~/mnist --epochs 3
+//! cargo run --release --example train -- --resume     # continue the last run
+//! ```
+//!
+//! Every run writes to `--out` (default `runs/train`): `metrics.jsonl`,
+//! TensorBoard event files and `checkpoints/ckpt-<step>.safetensors` (the
+//! last three are kept). `--resume` restores the newest checkpoint — model,
+//! optimizer, step and data order — and continues bit for bit.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use flaxen::prelude::*;
+use flaxen::runtime::data::idx::load_mnist_dir;
+use flaxen::runtime::optim::{Adam, Chain, ClipByGlobalNorm};
+use flaxen::runtime::schedule::WarmupCosineDecay;
+
+/// The seed CNN adapted to the 8×8 digits: the same layers as the 28×28
+/// original, so after two 2×2 poolings the map is 64×2×2 (256 features)
+/// instead of 64×7×7.
+pub struct DigitsCnn;
+
+#[compact]
+impl DigitsCnn {
+    fn forward(x: Input<1, 8, 8>) {
+        let x = Conv(features = 32, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = Conv(features = 64, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = flatten(x);
+        let x = Dense(features = 256)(x);
+        let x = relu(x);
+        Dense(features = 10)(x)
+    }
+}
+
+/// The seed CNN exactly as in DESIGN.md, for 28×28 MNIST (`--data-dir`).
+pub struct Cnn;
+
+#[compact]
+impl Cnn {
+    fn forward(x: Input<1, 28, 28>) {
+        let x = Conv(features = 32, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = Conv(features = 64, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = flatten(x);
+        let x = Dense(features = 256)(x);
+        let x = relu(x);
+        Dense(features = 10)(x)
+    }
+}
+
+/// Train the seed CNN with flaxen.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Directory with MNIST IDX files (train-images-idx3-ubyte[.gz], ...);
+    /// without it the embedded 8×8 digits are used.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Passes over the training set.
+    #[arg(long, default_value_t = 25)]
+    epochs: u64,
+    /// Training steps per `scan!` call (K stacked batches): 1, 5 or 10.
+    #[arg(long, default_value_t = 5)]
+    steps_per_scan: usize,
+    /// Seed of the initial weights and of the data order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Peak learning rate of the warmup-cosine schedule.
+    #[arg(long, default_value_t = 3e-3)]
+    lr: f64,
+    /// Run directory: metrics, TensorBoard events, checkpoints.
+    #[arg(long, default_value = "runs/train")]
+    out: PathBuf,
+    /// Continue from the newest checkpoint in `<out>/checkpoints`.
+    #[arg(long)]
+    resume: bool,
+    /// Hide the progress bar (log lines only).
+    #[arg(long)]
+    quiet: bool,
+}
+
+const BATCH: usize = 32;
+type Dev = AutoDevice;
+type Tx = Chain<(ClipByGlobalNorm, Adam<WarmupCosineDecay>)>;
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    match &args.data_dir {
+        None => {
+            let (train, test) = flaxen::runtime::data::digits::load()?;
+            dispatch::<DigitsCnn, 8, 8>(&args, train, test)
+        }
+        Some(dir) => {
+            let (train, test) = load_mnist_dir(dir)?;
+            dispatch::<Cnn, 28, 28>(&args, train, test)
+        }
+    }
+}
+
+fn dispatch<M, const H: usize, const W: usize>(
+    args: &Args,
+    train: ArrayDataset,
+    test: ArrayDataset,
+) -> Result<()>
+where
+    M: Model<H, W>,
+{
+    match args.steps_per_scan {
+        1 => run::<M, H, W, 1>(args, train, test),
+        5 => run::<M, H, W, 5>(args, train, test),
+        10 => run::<M, H, W, 10>(args, train, test),
+        k => {
+            bail!("--steps-per-scan must be 1, 5 or 10 (scan! unrolls K at compile time), got {k}")
+        }
+    }
+}
+
+/// What `run` needs of a model on `1×H×W` inputs with 10 classes.
+trait Model<const H: usize, const W: usize>: BuildOnDevice<Dev, f32, Built = Self::Net> {
+    type Net: TensorCollection<f32, Dev>
+        + Module<
+            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+            Error = <Dev as HasErr>::Err,
+        > + Module<
+            Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
+            Output = Tensor<(usize, Const<10>), f32, Dev>,
+            Error = <Dev as HasErr>::Err,
+        >;
+}
+
+impl<const H: usize, const W: usize, M> Model<H, W> for M
+where
+    M: BuildOnDevice<Dev, f32>,
+    M::Built: TensorCollection<f32, Dev>
+        + Module<
+            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+            Error = <Dev as HasErr>::Err,
+        > + Module<
+            Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
+            Output = Tensor<(usize, Const<10>), f32, Dev>,
+            Error = <Dev as HasErr>::Err,
+        >,
+{
+    type Net = M::Built;
+}
+
+type State<M> = TrainState<M, Tx, f32, Dev>;
+type Batch<const H: usize, const W: usize> = (
+    Tensor<Rank4<BATCH, 1, H, W>, f32, Dev>,
+    Tensor<Rank1<BATCH>, usize, Dev>,
+);
+
+fn run<M, const H: usize, const W: usize, const K: usize>(
+    args: &Args,
+    train: ArrayDataset,
+    test: ArrayDataset,
+) -> Result<()>
+where
+    M: Model<H, W>,
+{
+    let dev = Dev::seed_from_u64(args.seed);
+    let mut loader: Loader<Rank3<1, H, W>, BATCH, f32, Dev> =
+        Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
+    let steps_per_epoch = loader.batches_per_epoch() as u64;
+    let total_steps = args.epochs * steps_per_epoch;
+    // Optax-style: clip, then AdamW whose learning rate warms up over the
+    // first epoch and decays along a cosine to 1% of the peak.
+    let schedule = warmup_cosine_decay(
+        0.0,
+        args.lr,
+        steps_per_epoch,
+        total_steps.max(steps_per_epoch + 1),
+        args.lr * 0.01,
+    );
+    let tx = chain((clip_by_global_norm(1.0), adamw(schedule, 1e-4)));
+    let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)?;
+
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating the run directory {}", args.out.display()))?;
+    let ckpts = CheckpointManager::new(args.out.join("checkpoints"), 3)?;
+    if args.resume {
+        match ckpts.restore_latest()? {
+            Some(ckpt) => {
+                ckpt.restore()
+                    .part("train", &mut state)
+                    .part("data", &mut loader)
+                    .apply()?;
+                println!(
+                    "resumed from {} at step {}",
+                    ckpt.path().display(),
+                    state.step()
+                );
+            }
+            None => println!("no checkpoint in {}: starting fresh", ckpts.dir().display()),
+        }
+    }
+    let mut logger = MetricsLogger::new(&args.out)?;
+    let mut progress = if args.quiet {
+        Progress::hidden(total_steps, BATCH as u64)
+    } else {
+        Progress::new(total_steps, BATCH as u64)
+    };
+
+    let mut metrics: Metrics<f32, Dev> = Metrics::new();
+    let started = Instant::now();
+    while state.step() < total_steps {
+        let (xs, ys) = loader.next_stacked::<K>()?;
+        let (next, losses) = scan!(
+            K,
+            |s, b| train_step::<M::Net, H, W>(s, b, &mut metrics),
+            state,
+            (xs, ys)
+        );
+        state = next;
+        // One read of the device per K steps.
+        let loss = losses.mean().array();
+        if !loss.is_finite() {
+            check_finite(&state.params, None, state.step())?;
+            bail!("the loss is {loss} at step {}", state.step());
+        }
+        let acc = metrics.accuracy().unwrap_or(0.0) as f32;
+        progress.update(state.step().min(total_steps), loss, acc);
+
+        let epoch_done =
+            state.step() / steps_per_epoch > (state.step() - K as u64) / steps_per_epoch;
+        if epoch_done || state.step() >= total_steps {
+            let epoch = state.step() / steps_per_epoch;
+            let train_loss = metrics.mean_loss().unwrap_or(f64::NAN);
+            let train_acc = metrics.accuracy().unwrap_or(f64::NAN);
+            metrics.reset();
+            let test_acc = evaluate(&state.params, &test, &dev)?;
+            logger.log(
+                state.step(),
+                "train",
+                &[("loss", train_loss), ("accuracy", train_acc)],
+            )?;
+            logger.log(state.step(), "test", &[("accuracy", test_acc)])?;
+            progress.println(format!(
+                "epoch {epoch:>3}  step {:>6}  train loss {train_loss:.4}  train acc {:.2}%  test acc {:.2}%",
+                state.step(),
+                100.0 * train_acc,
+                100.0 * test_acc
+            ));
+            let mut ckpt = Checkpoint::new(state.step());
+            ckpt.add("train", &state)?.add("data", &loader)?;
+            ckpts.save(&ckpt)?;
+        }
+    }
+    progress.finish();
+    logger.flush()?;
+    let secs = started.elapsed().as_secs_f64();
+    let test_acc = evaluate(&state.params, &test, &dev)?;
+    println!(
+        "done: {} steps in {secs:.1} s ({:.0} samples/s), test accuracy {:.2}%; run directory {}",
+        state.step(),
+        (total_steps as f64 * BATCH as f64) / secs.max(1e-9),
+        100.0 * test_acc,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// One optimizer step: the seed's `train_step`. The loss stays on the
+/// device; loss and accuracy are summed on the device for the progress bar.
+fn train_step<N, const H: usize, const W: usize>(
+    mut state: State<N>,
+    (x, y): Batch<H, W>,
+    metrics: &mut Metrics<f32, Dev>,
+) -> (State<N>, Loss<f32, Dev>)
+where
+    N: TensorCollection<f32, Dev>
+        + Module<
+            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+            Error = <Dev as HasErr>::Err,
+        >,
+{
+    let mut logits_seen = None;
+    let (loss, grads) = state
+        .value_and_grad(|model, tape| {
+            let logits = model.forward(x.put_tape(tape));
+            logits_seen = Some(logits.retaped::<NoneTape>());
+            softmax_cross_entropy_with_integer_labels(logits, y.clone()).mean()
+        })
+        .expect("device error in the forward/backward pass");
+    state
+        .apply_gradients(grads)
+        .expect("device error in the optimizer update");
+    if let Some(logits) = logits_seen {
+        metrics.add_accuracy(&logits, &y);
+    }
+    metrics.add_loss(&loss);
+    (state, loss)
+}
+
+/// Accuracy over the whole test set, in batches of 256 examples.
+fn evaluate<N, const H: usize, const W: usize>(
+    model: &N,
+    test: &ArrayDataset,
+    dev: &Dev,
+) -> Result<f64>
+where
+    N: Module<
+        Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
+        Output = Tensor<(usize, Const<10>), f32, Dev>,
+        Error = <Dev as HasErr>::Err,
+    >,
+{
+    let cfg = LoaderConfig::new(0).shuffle(false).drop_last(false);
+    let mut loader: Loader<Rank3<1, H, W>, 256, f32, Dev> = Loader::new(test.clone(), dev, cfg)?;
+    let mut metrics: Metrics<f32, Dev> = Metrics::new();
+    for _ in 0..loader.batches_per_epoch() {
+        let (x, y) = loader.next_batch_dyn()?;
+        let logits = model.try_forward(x)?;
+        metrics.add_accuracy(&logits, &y);
+    }
+    Ok(metrics.accuracy().unwrap_or(0.0))
+}
