@@ -88,6 +88,10 @@ struct Args {
     /// Continue from the newest checkpoint in `<out>/checkpoints`.
     #[arg(long)]
     resume: bool,
+    /// Stop after this many steps in this invocation (the schedule still
+    /// spans `--epochs`); with `--resume` this splits one run in parts.
+    #[arg(long)]
+    max_steps: Option<u64>,
     /// Hide the progress bar (log lines only).
     #[arg(long)]
     quiet: bool,
@@ -219,7 +223,11 @@ where
 
     let mut metrics: Metrics<f32, Dev> = Metrics::new();
     let started = Instant::now();
-    while state.step() < total_steps {
+    let first_step = state.step();
+    let stop_at = args
+        .max_steps
+        .map_or(total_steps, |n| total_steps.min(first_step + n));
+    while state.step() < stop_at {
         let (xs, ys) = loader.next_stacked::<K>()?;
         let (next, losses) = scan!(
             K,
@@ -239,7 +247,7 @@ where
 
         let epoch_done =
             state.step() / steps_per_epoch > (state.step() - K as u64) / steps_per_epoch;
-        if epoch_done || state.step() >= total_steps {
+        if epoch_done || state.step() >= stop_at {
             let epoch = state.step() / steps_per_epoch;
             let train_loss = metrics.mean_loss().unwrap_or(f64::NAN);
             let train_acc = metrics.accuracy().unwrap_or(f64::NAN);
@@ -269,7 +277,7 @@ where
     println!(
         "done: {} steps in {secs:.1} s ({:.0} samples/s), test accuracy {:.2}%; run directory {}",
         state.step(),
-        (total_steps as f64 * BATCH as f64) / secs.max(1e-9),
+        ((state.step() - first_step) as f64 * BATCH as f64) / secs.max(1e-9),
         100.0 * test_acc,
         args.out.display()
     );
