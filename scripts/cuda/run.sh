@@ -94,18 +94,24 @@ ln -sfn "$inc" "$PREFIX/root/include"
 cp "$BUNDLE"/cuh/*.cuh "$DFDX_OUT_DIR/"
 ln -sfn "$REPO" "$PREFIX/src"
 
+# ---- preflight: nvrtc + the include paths (dfdx's run-time kernels)
+if command -v python3 >/dev/null 2>&1; then
+  python3 "$BUNDLE/nvrtc_check.py" "sm_$CUDA_COMPUTE_CAP" "$PREFIX/root/include" "$DFDX_OUT_DIR" 2>&1 |
+    tee -a "$ENVF" >&2
+fi
+
 # ---- run
 fail=0
 summary=$OUT/summary.txt
 : > "$summary"
 run_one() { # name, logfile, command...
   local name=$1 logf=$2; shift 2
-  local t0 t1 rc
-  t0=$(date +%s.%N)
+  local t0 ms rc
+  t0=$(date +%s%N)
   (cd "$PREFIX/src" && timeout "$TEST_TIMEOUT" "$@") > "$logf" 2>&1
   rc=$?
-  t1=$(date +%s.%N)
-  printf '%-40s rc=%-3s %6.1fs  %s\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc 2>/dev/null || echo 0)" \
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  printf '%-36s rc=%-3s %4d.%03ds  %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) \
     "$(grep -E '^test result:' "$logf" | tail -1)" | tee -a "$summary" >&2
   [ "$rc" = 0 ] || fail=1
 }
@@ -118,9 +124,10 @@ for bin in "$BUNDLE"/tests/*; do
   run_one "$name" "$OUT/$name.log" "$bin" "$@"
 done
 if [ "${RUN_EXAMPLES:-1}" != 0 ] && [ -s "$BUNDLE/examples.run" ]; then
-  # one line per run: NAME ARGS...
+  # one line per run: NAME ARGS... ($OUT in ARGS is replaced by the results folder)
   while read -r name args; do
     [ -n "$name" ] && [ "${name#\#}" = "$name" ] || continue
+    args=${args//\$OUT/$OUT}
     # shellcheck disable=SC2086
     run_one "example $name $args" "$OUT/example-$name.log" "$BUNDLE/examples/$name" $args
   done < "$BUNDLE/examples.run"
