@@ -68,7 +68,8 @@ fn train<D: Device<f32>>(
         let loss = -logits.log_softmax::<Axis<1>>().select(y.clone()).mean();
         losses.push(loss.as_vec()[0]);
         let grads = loss.backward();
-        opt.update(model, &grads).expect("every parameter has a gradient");
+        opt.update(model, &grads)
+            .expect("every parameter has a gradient");
     }
     losses
 }
@@ -120,8 +121,14 @@ fn nvrtc_compiled_kernels_match_cpu() {
     let b: Tensor<Rank3<2, 3, 4>, f32, Cpu> = cpu.sample_normal();
     let (ga, gb) = (a.to_device(&cuda), b.to_device(&cuda));
 
-    let cpu_r = a.clone().permute::<Rank3<4, 2, 3>, _>().reshape::<Rank2<4, 6>>();
-    let cuda_r = ga.clone().permute::<Rank3<4, 2, 3>, _>().reshape::<Rank2<4, 6>>();
+    let cpu_r = a
+        .clone()
+        .permute::<Rank3<4, 2, 3>, _>()
+        .reshape::<Rank2<4, 6>>();
+    let cuda_r = ga
+        .clone()
+        .permute::<Rank3<4, 2, 3>, _>()
+        .reshape::<Rank2<4, 6>>();
     assert_eq!(cpu_r.as_vec(), cuda_r.as_vec(), "permute + reshape");
 
     let cpu_s = [a.clone(), b.clone()].stack();
