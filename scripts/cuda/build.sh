@@ -190,9 +190,21 @@ done
 
 # dfdx compiles some kernels at run time with nvrtc, including .cuh files from
 # its OUT_DIR and cuda_fp16.h from CUDA_INCLUDE_DIR.
-dfdx_out=$(ls -d "$TDIR"/release/build/dfdx-*/out 2>/dev/null | while read -r d; do
-  [ -f "$d/cuda_utils.cuh" ] && echo "$d"; done)
-[ "$(echo "$dfdx_out" | wc -l)" = 1 ] || { echo "expected one dfdx OUT_DIR, got: $dfdx_out" >&2; exit 1; }
+dfdx_out=$(python3 - "$json" <<'PY'
+import json, sys
+outs = set()
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "build-script-executed" and "dfdx@" in m["package_id"]:
+        outs.add(m["out_dir"])
+print("\n".join(sorted(outs)))
+PY
+)
+[ -n "$dfdx_out" ] && [ "$(echo "$dfdx_out" | wc -l)" = 1 ] && [ -f "$dfdx_out/cuda_utils.cuh" ] ||
+  { echo "expected one dfdx OUT_DIR with cuda_utils.cuh, got: $dfdx_out" >&2; exit 1; }
 cp "$dfdx_out"/*.cuh "$BUNDLE/cuh/"
 # fallback CUDA headers for nvrtc (the GPU machine's own are preferred)
 (cd "$CU/include" && cp -r --parents cuda_fp16.h cuda_fp16.hpp cuda_bf16.h cuda_bf16.hpp \
