@@ -151,10 +151,13 @@ done
 say "bundle $BUNDLE"
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/tests" "$BUNDLE/examples" "$BUNDLE/cuh" "$BUNDLE/include"
-python3 - "$json" "$BUNDLE" "$SKIP_TESTS" <<'PY'
+python3 - "$json" "$BUNDLE" "$SKIP_TESTS" "$PREFIX/src" <<'PY'
 import json, os, re, shutil, sys
-src, bundle, skip = sys.argv[1], sys.argv[2], re.compile(sys.argv[3])
+src, bundle, skip, top = sys.argv[1], sys.argv[2], re.compile(sys.argv[3]), sys.argv[4]
 seen = set()
+# bins.tsv: binary (relative to the bundle), then the folder cargo would run
+# it in (its package's root, relative to the workspace root)
+tsv = open(os.path.join(bundle, "bins.tsv"), "w")
 for line in open(src):
     try:
         m = json.loads(line)
@@ -175,6 +178,8 @@ for line in open(src):
         continue
     seen.add(dst)
     shutil.copy2(m["executable"], dst)
+    pkg = os.path.relpath(os.path.dirname(m["manifest_path"]), top)
+    tsv.write(f"{os.path.relpath(dst, bundle)}\t{pkg}\n")
     print(dst)
 PY
 for f in "$BUNDLE"/tests/* "$BUNDLE"/examples/*; do
@@ -183,6 +188,8 @@ for f in "$BUNDLE"/tests/* "$BUNDLE"/examples/*; do
   if readelf -d "$f" | grep -q 'NEEDED.*\[libstd-'; then
     say "$(basename "$f") needs Rust's libstd-*.so: left out"
     rm "$f"
+    grep -v "^${f#"$BUNDLE"/}	" "$BUNDLE/bins.tsv" > "$BUNDLE/bins.tsv.new" || true
+    mv "$BUNDLE/bins.tsv.new" "$BUNDLE/bins.tsv"
     continue
   fi
   strip --strip-all "$f"

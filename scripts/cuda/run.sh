@@ -104,32 +104,34 @@ fi
 fail=0
 summary=$OUT/summary.txt
 : > "$summary"
-run_one() { # name, logfile, command...
-  local name=$1 logf=$2; shift 2
+run_one() { # name, folder (relative to the repo), logfile, command...
+  local name=$1 dir=$2 logf=$3; shift 3
   local t0 ms rc
   t0=$(date +%s%N)
-  (cd "$PREFIX/src" && timeout "$TEST_TIMEOUT" "$@") > "$logf" 2>&1
+  (cd "$PREFIX/src/$dir" && timeout "$TEST_TIMEOUT" "$@") > "$logf" 2>&1
   rc=$?
   ms=$((($(date +%s%N) - t0) / 1000000))
   printf '%-36s rc=%-3s %4d.%03ds  %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) \
     "$(grep -E '^test result:' "$logf" | tail -1)" | tee -a "$summary" >&2
   [ "$rc" = 0 ] || fail=1
 }
-for bin in "$BUNDLE"/tests/*; do
+# bins.tsv: BINARY<TAB>PACKAGE-FOLDER, the folder cargo test would run it in
+while IFS=$'\t' read -r rel dir; do
+  bin=$BUNDLE/$rel
   [ -x "$bin" ] || continue
   name=$(basename "$bin")
   if ! ldd "$bin" > "$OUT/$name.ldd" 2>&1 || grep -q 'not found' "$OUT/$name.ldd"; then
     log "$name: missing libraries:"; grep 'not found' "$OUT/$name.ldd" | tee -a "$ENVF" >&2
   fi
-  run_one "$name" "$OUT/$name.log" "$bin" "$@"
-done
+  run_one "$name" "$dir" "$OUT/$name.log" "$bin" "$@"
+done < "$BUNDLE/bins.tsv"
 if [ "${RUN_EXAMPLES:-1}" != 0 ] && [ -s "$BUNDLE/examples.run" ]; then
   # one line per run: NAME ARGS... ($OUT in ARGS is replaced by the results folder)
   while read -r name args; do
     [ -n "$name" ] && [ "${name#\#}" = "$name" ] || continue
     args=${args//\$OUT/$OUT}
     # shellcheck disable=SC2086
-    run_one "example $name $args" "$OUT/example-$name.log" "$BUNDLE/examples/$name" $args
+    run_one "example $name $args" . "$OUT/example-$name.log" "$BUNDLE/examples/$name" $args
   done < "$BUNDLE/examples.run"
 fi
 passed=$(grep -c 'rc=0 ' "$summary"); total=$(wc -l < "$summary")
