@@ -131,7 +131,7 @@ if [ "${RUN_EXAMPLES:-1}" != 0 ] && [ -s "$BUNDLE/examples.run" ]; then
     [ -n "$name" ] && [ "${name#\#}" = "$name" ] || continue
     args=${args//\$OUT/$OUT}
     # shellcheck disable=SC2086
-    run_one "example $name $args" . "$OUT/example-$name.log" "$BUNDLE/examples/$name" $args
+    run_one "example-$name" . "$OUT/example-$name.log" "$BUNDLE/examples/$name" $args
   done < "$BUNDLE/examples.run"
 fi
 passed=$(grep -c 'rc=0 ' "$summary"); total=$(wc -l < "$summary")
