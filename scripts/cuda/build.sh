@@ -178,8 +178,9 @@ for line in open(src):
         continue
     seen.add(dst)
     shutil.copy2(m["executable"], dst)
-    pkg = os.path.relpath(os.path.dirname(m["manifest_path"]), top)
-    tsv.write(f"{os.path.relpath(dst, bundle)}\t{pkg}\n")
+    if os.path.basename(os.path.dirname(dst)) == "tests":
+        pkg = os.path.relpath(os.path.dirname(m["manifest_path"]), top)
+        tsv.write(f"{os.path.relpath(dst, bundle)}\t{pkg}\n")
     print(dst)
 PY
 for f in "$BUNDLE"/tests/* "$BUNDLE"/examples/*; do
