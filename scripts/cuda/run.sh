@@ -94,9 +94,10 @@ ln -sfn "$inc" "$PREFIX/root/include"
 cp "$BUNDLE"/cuh/*.cuh "$DFDX_OUT_DIR/"
 ln -sfn "$REPO" "$PREFIX/src"
 
-# ---- preflight: nvrtc + the include paths (dfdx's run-time kernels)
+# ---- preflight: dfdx's run-time (nvrtc) kernels with the baked include paths
 if command -v python3 >/dev/null 2>&1; then
-  python3 "$BUNDLE/nvrtc_check.py" "sm_$CUDA_COMPUTE_CAP" "$PREFIX/root/include" "$DFDX_OUT_DIR" 2>&1 |
+  python3 "$BUNDLE/nvrtc_check.py" "sm_$CUDA_COMPUTE_CAP" "$BUNDLE/nvrtc" "$NVRTC_TYPES" \
+    "$PREFIX/root/include" "$DFDX_OUT_DIR" 2>&1 |
     tee -a "$ENVF" >&2
 fi
 
