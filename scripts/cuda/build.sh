@@ -132,6 +132,14 @@ export PATH=$PREFIX/root/bin:$CROOT/fake-bin:$PATH
 export CARGO_TARGET_DIR=$PREFIX/target
 MANIFEST=$PREFIX/src/Cargo.toml
 
+# dfdx's build script reruns only when build.rs or CUDA_COMPUTE_CAP change, so
+# after a change of prefix it would keep the old CUDA_INCLUDE_DIR: rebuild it
+if [ -f "$TDIR/.flaxen-prefix" ] && [ "$(cat "$TDIR/.flaxen-prefix")" != "$PREFIX" ]; then
+  say "prefix changed to $PREFIX: cleaning dfdx so that its build script reruns"
+  cargo clean --manifest-path "$MANIFEST" --release -p dfdx
+fi
+echo "$PREFIX" > "$TDIR/.flaxen-prefix"
+
 json=$TDIR/flaxen-cuda-build.json
 say "cargo test --no-run --release --features $FEATURES $TEST_ARGS"
 # shellcheck disable=SC2086
@@ -204,22 +212,36 @@ done
 
 # dfdx compiles some kernels at run time with nvrtc, including .cuh files from
 # its OUT_DIR and cuda_fp16.h from CUDA_INCLUDE_DIR.
-dfdx_out=$(python3 - "$json" <<'PY'
+# what dfdx's build script handed to rustc: OUT_DIR and CUDA_INCLUDE_DIR
+read -r dfdx_out dfdx_inc < <(python3 - "$json" <<'PY'
 import json, sys
-outs = set()
+runs = set()
 for line in open(sys.argv[1]):
     try:
         m = json.loads(line)
     except ValueError:
         continue
     if m.get("reason") == "build-script-executed" and "dfdx@" in m["package_id"]:
-        outs.add(m["out_dir"])
-print("\n".join(sorted(outs)))
+        runs.add((m["out_dir"], dict(m["env"]).get("CUDA_INCLUDE_DIR", "")))
+if len(runs) != 1:
+    sys.exit(f"expected one run of dfdx's build script, got {sorted(runs)}")
+print(*runs.pop())
 PY
 )
-[ -n "$dfdx_out" ] && [ "$(echo "$dfdx_out" | wc -l)" = 1 ] && [ -f "$dfdx_out/cuda_utils.cuh" ] ||
-  { echo "expected one dfdx OUT_DIR with cuda_utils.cuh, got: $dfdx_out" >&2; exit 1; }
+[ -f "$dfdx_out/cuda_utils.cuh" ] || { echo "no cuda_utils.cuh in dfdx's OUT_DIR $dfdx_out" >&2; exit 1; }
+case $dfdx_out in "$PREFIX"/*) ;; *) echo "dfdx's OUT_DIR $dfdx_out is not under $PREFIX" >&2; exit 1 ;; esac
+[ "$dfdx_inc" = "$PREFIX/root/include" ] ||
+  { echo "dfdx baked CUDA_INCLUDE_DIR=$dfdx_inc, not $PREFIX/root/include: run 'cargo clean' on $TDIR" >&2; exit 1; }
 cp "$dfdx_out"/*.cuh "$BUNDLE/cuh/"
+# and every binary with those kernels must carry exactly these two paths
+for f in "$BUNDLE"/tests/* "$BUNDLE"/examples/*; do
+  [ -f "$f" ] || continue
+  strs=$(strings -n 8 "$f")
+  case $strs in *"$PREFIX"*) ;; *) continue ;; esac
+  for want in "$dfdx_inc" "$dfdx_out"; do
+    case $strs in *"$want"*) ;; *) echo "$(basename "$f") lacks the baked path $want" >&2; exit 1 ;; esac
+  done
+done
 # the templates of those kernels, for nvrtc_check.py
 mkdir -p "$BUNDLE/nvrtc"
 python3 - "$DFDX_DIR/src/tensor_ops" "$BUNDLE/nvrtc" <<'PY'
@@ -245,7 +267,8 @@ case ",$FEATURES," in *,f16,*) NVRTC_TYPES=float,double,__half ;; *) NVRTC_TYPES
 cat > "$BUNDLE/manifest.env" <<MAN
 # written by scripts/cuda/build.sh on $(hostname) at $(date -u +%FT%TZ)
 FLAXEN_CUDA_PREFIX=$PREFIX
-DFDX_OUT_DIR=${dfdx_out/#$TDIR/$PREFIX/target}
+DFDX_OUT_DIR=$dfdx_out
+DFDX_CUDA_INCLUDE_DIR=$dfdx_inc
 FEATURES=$FEATURES
 CUDA_COMPUTE_CAP=$CAP
 NVRTC_TYPES=$NVRTC_TYPES

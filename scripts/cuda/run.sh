@@ -70,7 +70,8 @@ export LD_LIBRARY_PATH=${LIBPATH}${LD_LIBRARY_PATH:-}
 log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 # ---- the paths the binaries were built with, recreated under $PREFIX
-#   $PREFIX/root/include: cuda_fp16.h for dfdx's run-time (nvrtc) kernels
+#   $DFDX_CUDA_INCLUDE_DIR ($PREFIX/root/include): cuda_fp16.h for dfdx's
+#     run-time (nvrtc) kernels
 #   $DFDX_OUT_DIR: dfdx's .cuh files, for the same kernels
 #   $PREFIX/src: the flaxen checkout (CARGO_MANIFEST_DIR: fixtures)
 inc=${CUDA_INCLUDE:-}
@@ -89,15 +90,15 @@ fi
 [ -n "$inc" ] || inc=$BUNDLE/include
 log "nvrtc include dir: $inc"
 if [ -e "$PREFIX" ] && [ ! -w "$PREFIX" ]; then log "cannot write $PREFIX"; fi
-mkdir -p "$PREFIX/root" "$DFDX_OUT_DIR"
-ln -sfn "$inc" "$PREFIX/root/include"
+mkdir -p "$(dirname "$DFDX_CUDA_INCLUDE_DIR")" "$DFDX_OUT_DIR"
+ln -sfn "$inc" "$DFDX_CUDA_INCLUDE_DIR"
 cp "$BUNDLE"/cuh/*.cuh "$DFDX_OUT_DIR/"
 ln -sfn "$REPO" "$PREFIX/src"
 
 # ---- preflight: dfdx's run-time (nvrtc) kernels with the baked include paths
 if command -v python3 >/dev/null 2>&1; then
   python3 "$BUNDLE/nvrtc_check.py" "sm_$CUDA_COMPUTE_CAP" "$BUNDLE/nvrtc" "$NVRTC_TYPES" \
-    "$PREFIX/root/include" "$DFDX_OUT_DIR" 2>&1 |
+    "$DFDX_CUDA_INCLUDE_DIR" "$DFDX_OUT_DIR" 2>&1 |
     tee -a "$ENVF" >&2
 fi
 
