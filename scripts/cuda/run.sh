@@ -2,7 +2,7 @@
 # Run a bundle made by scripts/cuda/build.sh on a GPU machine with CUDA 13
 # system libraries and no Rust. Copied into target/cuda-bundle/run.sh.
 #
-#   bash target/cuda-bundle/run.sh [-- extra test-harness args]
+#   bash target/cuda-bundle/run.sh [TEST-HARNESS ARGS...]   e.g. --test-threads=1
 #
 # Results go to $OUT (default: ./cuda-results): env.txt (what was found),
 # one log per binary, summary.txt. Exit status: 0 when every binary passed.
@@ -110,7 +110,7 @@ run_one() { # name, folder (relative to the repo), logfile, command...
   local name=$1 dir=$2 logf=$3; shift 3
   local t0 ms rc
   t0=$(date +%s%N)
-  (cd "$PREFIX/src/$dir" && timeout "$TEST_TIMEOUT" "$@") > "$logf" 2>&1
+  (cd "$PREFIX/src/$dir" && timeout "$TEST_TIMEOUT" "$@") < /dev/null > "$logf" 2>&1
   rc=$?
   ms=$((($(date +%s%N) - t0) / 1000000))
   printf '%-36s rc=%-3s %4d.%03ds  %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) \
