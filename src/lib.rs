@@ -129,6 +129,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use ::core;
+    pub use flaxen_macros::__compact_instance as compact_instance;
     pub use flaxen_runtime;
     pub use flaxen_runtime::compact::{scalar, try_silu, Compact, ParamDtype};
     pub use flaxen_runtime::dfdx;

@@ -35,6 +35,23 @@ pub struct Plan {
     pub docs: Vec<syn::Attribute>,
     /// Other impl items, passed through.
     pub passthrough: Vec<syn::ImplItem>,
+    /// The impl block as written (absent for an instance).
+    pub source: Option<TokenStream>,
+    /// Nested models instantiated with parameters, to expand next to this
+    /// one.
+    pub instances: Vec<InstanceCall>,
+}
+
+/// `Block(features = 64)(x)`: the model `Block` instantiated for `x`'s shape.
+pub struct InstanceCall {
+    /// The nested model's path (also the path of its instantiating macro).
+    pub path: syn::Path,
+    /// The instance's type.
+    pub ident: syn::Ident,
+    /// The caller's per-example input shape.
+    pub dims: Vec<usize>,
+    /// `key = value, ..` as the caller wrote them.
+    pub args: Vec<TokenStream>,
 }
 
 /// A parameterised layer stored in the module.
@@ -143,6 +160,9 @@ struct Checker {
     /// assertion that depends on a nested model's output only applies when
     /// that call was valid, so one mistake gives one error.
     guards: Vec<TokenStream>,
+    /// The model being checked (instance types are named after it).
+    outer: syn::Ident,
+    instances: Vec<InstanceCall>,
 }
 
 /// Path of dfdx's modules in generated code.
@@ -170,6 +190,8 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         counters: HashMap::new(),
         names: HashMap::new(),
         guards: Vec::new(),
+        outer: model.name.clone(),
+        instances: Vec::new(),
     };
     c.env.insert(model.input.var.to_string(), Val::Tensor(0));
     for l in &model.lets {
@@ -200,6 +222,8 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         asserts: c.asserts,
         docs: model.docs,
         passthrough: model.passthrough,
+        source: model.source,
+        instances: c.instances,
     })
 }
 

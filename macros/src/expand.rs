@@ -46,6 +46,58 @@ pub fn compact(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream>
     Ok(expand(&plan))
 }
 
+/// The same pipeline for a model instantiated inside another one
+/// (`Block(features = 64)(x)`): a hidden type of its own.
+pub fn instance(input: TokenStream) -> syn::Result<TokenStream> {
+    let model = crate::parse::parse_instance(input)?;
+    let plan = crate::check::check(model)?;
+    let name = &plan.name;
+    let body = expand(&plan);
+    Ok(quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        pub struct #name;
+        #body
+    })
+}
+
+/// For a model as written: a `macro_rules!` holding its source, under the
+/// model's own name in the macro namespace, so that another model can
+/// instantiate it with parameters (`Block(features = 64)(x)` expands to
+/// `Block! { .. }`). For an instance: nothing.
+fn instantiator(plan: &Plan) -> TokenStream {
+    let Some(source) = &plan.source else {
+        return quote!();
+    };
+    let name = &plan.name;
+    let mac = format_ident!("__flaxen_compact_{}", name);
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #mac {
+            ($($args:tt)*) => {
+                ::flaxen::__private::compact_instance! { { #source } $($args)* }
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #mac as #name;
+    }
+}
+
+/// `Block! { __Net_block_0 [8, 6, 6] (features = 64) }` for each instance.
+fn instances(plan: &Plan) -> TokenStream {
+    let calls = plan.instances.iter().map(|i| {
+        let (path, ident, args) = (&i.path, &i.ident, &i.args);
+        let dims = i
+            .dims
+            .iter()
+            .map(|d| proc_macro2::Literal::usize_unsuffixed(*d));
+        quote!(#path! { #ident [#(#dims),*] (#(#args),*) })
+    });
+    quote!(#(#calls)*)
+}
+
 /// Generates everything for a checked model.
 pub fn expand(plan: &Plan) -> TokenStream {
     let dfdx = dfdx();
@@ -114,11 +166,16 @@ pub fn expand(plan: &Plan) -> TokenStream {
     let (fwd_where, fwd_body) = fwd;
     let (mut_where, mut_body) = fwd_mut;
 
+    let instantiator = instantiator(plan);
+    let instances = instances(plan);
     quote! {
         #passthrough
+        #instantiator
+        #instances
 
         #(#docs)*
         #(#struct_doc)*
+        #[allow(non_camel_case_types)]
         pub struct #module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> {
             #(#[allow(missing_docs)] pub #fnames: #ftys,)*
             #marker_field

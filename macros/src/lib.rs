@@ -30,6 +30,16 @@ pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
+/// Instantiates a `#[compact]` model inside another one with parameters
+/// (`Block(features = 64)(x)`); generated code calls it, users do not.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __compact_instance(input: TokenStream) -> TokenStream {
+    expand::instance(input.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
 /// A fixed K-step training loop over K stacked batches, unrolled at compile
 /// time: `let (state, losses) = scan!(K, step, state, batches);`.
 ///

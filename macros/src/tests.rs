@@ -201,7 +201,10 @@ fn malformed_inputs_give_errors() {
         impl S { fn forward(x: Input<3>) { x * (1.0 / 0.0) } }
         impl S { fn forward(x: Input<3>) { LayerNorm(epsilon = 1e999)(x) } }
         impl S { fn forward(x: Input<3>) { Conv2()(x) } }
-        impl S { fn forward(x: Input<3>) { Block(features = 4)(x) } }
+        impl S { fn forward(x: Input<3>) { Block(4)(x) } }
+        impl S { fn forward(x: Input<3>, k: usize) { x } }
+        impl S { fn forward(x: Input<3>, k: Param<1, 2>) { x } }
+        impl S { fn forward(x: Input<3>) { $x } }
         impl S { fn forward(x: Input<3>) { Dense(2, name = "d")(Dense(2, name = "d")(x)) } }
     "#;
     for line in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -219,4 +222,34 @@ fn auto_name_taken_by_explicit_name() {
     let item = quote!(impl S { fn forward(x: Input<3>) { Dense(2)(Dense(2, name = "dense_1")(Dense(2)(x))) } });
     let err = run(TokenStream::new(), item).unwrap_err();
     assert!(err.contains("automatic name `dense_1`"), "{err}");
+}
+
+#[test]
+fn instances_substitute_parameters() {
+    let block = quote! {
+        impl Block {
+            fn forward(x: Input<4>, features: Param<8>, k: Param<{ (3, 3) }>) {
+                relu(Dense(features)(x))
+            }
+        }
+    };
+    let ok = quote!({ #block } __Net_block_0 [16] (features = 32));
+    let out = crate::expand::instance(ok)
+        .expect("valid instance")
+        .to_string();
+    assert!(
+        out.contains("Linear < 16 , 32"),
+        "input shape and parameter substituted"
+    );
+    let bad = quote!({ #block } __Net_block_0 [16] (featurs = 32));
+    let err = crate::expand::instance(bad).unwrap_err().to_string();
+    assert!(err.contains("no parameter `featurs`"), "{err}");
+    let zero = quote!({ #block } __Net_block_0 [16] (features = 0));
+    assert!(crate::expand::instance(zero).is_err());
+    // As written, the defaults apply.
+    let own = crate::expand::compact(TokenStream::new(), block)
+        .unwrap()
+        .to_string();
+    assert!(own.contains("Linear < 4 , 8"));
+    assert!(own.contains("macro_rules ! __flaxen_compact_Block"));
 }

@@ -301,7 +301,32 @@ impl Checker {
         args: &[Arg],
         tokens: &TokenStream,
     ) -> Val {
-        let bound = bind(last, "nested", args, tokens, &mut self.errs);
+        // `name` is ours; any other argument is a parameter of the nested
+        // model, which is then instantiated for this input shape.
+        let (named, params): (Vec<&Arg>, Vec<&Arg>) = args
+            .iter()
+            .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let named: Vec<Arg> = named
+            .into_iter()
+            .map(|a| Arg {
+                key: a.key.clone(),
+                value: a.value.clone(),
+            })
+            .collect();
+        let bound = bind(last, "nested", &named, tokens, &mut self.errs);
+        let mut param_args = Vec::new();
+        for p in &params {
+            match &p.key {
+                Some(k) => {
+                    let v = &p.value;
+                    param_args.push(quote!(#k = #v));
+                }
+                None => self.errs.push(Error::new_spanned(
+                    &p.value,
+                    format!("pass the parameters of the nested model `{last}` by name, e.g. `{last}(features = 64)(x)`"),
+                )),
+            }
+        }
         let Some(i) = self.tensor_input(x, last, tokens) else {
             return Val::Poison;
         };
@@ -309,7 +334,25 @@ impl Checker {
         let name = self.field_name(&vocab::snake(last), &bound, tokens);
         let Some(name) = name else { return Val::Poison };
         let rt = shape::rt_compact();
-        let ct = quote!(<#path as #rt::Compact>);
+        let ct = if params.is_empty() {
+            quote!(<#path as #rt::Compact>)
+        } else {
+            let Some(dims) = s.iter().map(Dim::known).collect::<Option<Vec<usize>>>() else {
+                self.errs.push(Error::new_spanned(tokens, format!(
+                    "`{last}` with parameters is instantiated for the shape of its input, but {} has shape {} here, which depends on another nested model; pass a value whose shape `#[compact]` computed",
+                    input.describe(), show(&s)
+                )));
+                return Val::Poison;
+            };
+            let ident = format_ident!("__{}_{}", self.outer, name);
+            self.instances.push(super::InstanceCall {
+                path: path.clone(),
+                ident: ident.clone(),
+                dims,
+                args: param_args,
+            });
+            quote!(<#ident as #rt::Compact>)
+        };
         let r = s.len();
         let in_consts = [quote!(IN_0), quote!(IN_1), quote!(IN_2)];
         let dims = s.iter().zip(&in_consts).map(|(d, c)| {
