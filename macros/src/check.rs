@@ -37,21 +37,8 @@ pub struct Plan {
     pub passthrough: Vec<syn::ImplItem>,
     /// The impl block as written (absent for an instance).
     pub source: Option<TokenStream>,
-    /// Nested models instantiated with parameters, to expand next to this
-    /// one.
-    pub instances: Vec<InstanceCall>,
-}
-
-/// `Block(features = 64)(x)`: the model `Block` instantiated for `x`'s shape.
-pub struct InstanceCall {
-    /// The nested model's path (also the path of its instantiating macro).
-    pub path: syn::Path,
-    /// The instance's type.
-    pub ident: syn::Ident,
-    /// The caller's per-example input shape.
-    pub dims: Vec<usize>,
-    /// `key = value, ..` as the caller wrote them.
-    pub args: Vec<TokenStream>,
+    /// Nested models instantiated for this one, expanded next to it.
+    pub inlined: Vec<Plan>,
 }
 
 /// A parameterised layer stored in the module.
@@ -162,7 +149,10 @@ struct Checker {
     guards: Vec<TokenStream>,
     /// The model being checked (instance types are named after it).
     outer: syn::Ident,
-    instances: Vec<InstanceCall>,
+    inlined: Vec<Plan>,
+    /// Sources of the nested models this one calls.
+    sources: crate::nest::Sources,
+    depth: usize,
 }
 
 /// Path of dfdx's modules in generated code.
@@ -176,7 +166,9 @@ fn layers() -> TokenStream {
 }
 
 /// Checks a parsed model and lowers it to a plan, or returns every error.
-pub fn check(model: Model) -> syn::Result<Plan> {
+/// Checks a model whose nested models' sources are known (`depth`: how
+/// deep this model is nested).
+pub fn check_with(model: Model, sources: &crate::nest::Sources, depth: usize) -> syn::Result<Plan> {
     let mut c = Checker {
         steps: vec![Step {
             kind: Kind::Input,
@@ -191,7 +183,9 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         names: HashMap::new(),
         guards: Vec::new(),
         outer: model.name.clone(),
-        instances: Vec::new(),
+        inlined: Vec::new(),
+        sources: sources.clone(),
+        depth,
     };
     c.env.insert(model.input.var.to_string(), Val::Tensor(0));
     for l in &model.lets {
@@ -223,7 +217,7 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         docs: model.docs,
         passthrough: model.passthrough,
         source: model.source,
-        instances: c.instances,
+        inlined: c.inlined,
     })
 }
 

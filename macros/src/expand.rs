@@ -39,33 +39,10 @@ fn nest(items: Vec<TokenStream>) -> TokenStream {
     nest(groups)
 }
 
-/// The whole `#[compact]` pipeline: parse, check, expand.
-pub fn compact(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let model = crate::parse::parse(attr, item)?;
-    let plan = crate::check::check(model)?;
-    Ok(expand(&plan))
-}
-
-/// The same pipeline for a model instantiated inside another one
-/// (`Block(features = 64)(x)`): a hidden type of its own.
-pub fn instance(input: TokenStream) -> syn::Result<TokenStream> {
-    let model = crate::parse::parse_instance(input)?;
-    let plan = crate::check::check(model)?;
-    let name = &plan.name;
-    let body = expand(&plan);
-    Ok(quote! {
-        #[doc(hidden)]
-        #[allow(non_camel_case_types)]
-        pub struct #name;
-        #body
-    })
-}
-
-/// For a model as written: a `macro_rules!` holding its source, under the
-/// model's own name in the macro namespace, so that another model can
-/// instantiate it with parameters (`Block(features = 64)(x)` expands to
-/// `Block! { .. }`). For an instance: nothing.
-fn instantiator(plan: &Plan) -> TokenStream {
+/// For a model as written: a `macro_rules!` under the model's own name
+/// (in the macro namespace) that hands its source to a model nesting it
+/// (see `nest`). For an instance: nothing.
+fn source_macro(plan: &Plan) -> TokenStream {
     let Some(source) = &plan.source else {
         return quote!();
     };
@@ -75,8 +52,8 @@ fn instantiator(plan: &Plan) -> TokenStream {
         #[doc(hidden)]
         #[allow(unused_macros)]
         macro_rules! #mac {
-            ($($args:tt)*) => {
-                ::flaxen::__private::compact_instance! { { #source } $($args)* }
+            (@source $($rest:tt)*) => {
+                ::flaxen::__private::compact_resume! { { #source } $($rest)* }
             };
         }
         #[doc(hidden)]
@@ -85,17 +62,20 @@ fn instantiator(plan: &Plan) -> TokenStream {
     }
 }
 
-/// `Block! { __Net_block_0 [8, 6, 6] (features = 64) }` for each instance.
-fn instances(plan: &Plan) -> TokenStream {
-    let calls = plan.instances.iter().map(|i| {
-        let (path, ident, args) = (&i.path, &i.ident, &i.args);
-        let dims = i
-            .dims
-            .iter()
-            .map(|d| proc_macro2::Literal::usize_unsuffixed(*d));
-        quote!(#path! { #ident [#(#dims),*] (#(#args),*) })
+/// The nested models instantiated for this one: a hidden unit type each,
+/// with its full expansion.
+fn inlined(plan: &Plan) -> TokenStream {
+    let items = plan.inlined.iter().map(|p| {
+        let name = &p.name;
+        let body = expand(p);
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types)]
+            pub struct #name;
+            #body
+        }
     });
-    quote!(#(#calls)*)
+    quote!(#(#items)*)
 }
 
 /// Generates everything for a checked model.
@@ -166,8 +146,8 @@ pub fn expand(plan: &Plan) -> TokenStream {
     let (fwd_where, fwd_body) = fwd;
     let (mut_where, mut_body) = fwd_mut;
 
-    let instantiator = instantiator(plan);
-    let instances = instances(plan);
+    let instantiator = source_macro(plan);
+    let instances = inlined(plan);
     quote! {
         #passthrough
         #instantiator

@@ -11,6 +11,7 @@ use proc_macro::TokenStream;
 
 mod check;
 mod expand;
+mod nest;
 mod parse;
 mod scan;
 mod shape;
@@ -25,17 +26,17 @@ mod tests;
 /// names only `::flaxen::__private` paths.
 #[proc_macro_attribute]
 pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::compact(attr.into(), item.into())
+    nest::compact(attr.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
 
-/// Instantiates a `#[compact]` model inside another one with parameters
-/// (`Block(features = 64)(x)`); generated code calls it, users do not.
+/// Continues the expansion of a `#[compact]` model once a nested model
+/// has handed over its source; generated code calls it, users do not.
 #[doc(hidden)]
 #[proc_macro]
-pub fn __compact_instance(input: TokenStream) -> TokenStream {
-    expand::instance(input.into())
+pub fn __compact_resume(input: TokenStream) -> TokenStream {
+    nest::resume(input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

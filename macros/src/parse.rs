@@ -28,6 +28,8 @@ pub struct Model {
     /// The impl block as written, for instantiating the model with other
     /// parameters inside another one; `None` for such an instance.
     pub source: Option<TokenStream>,
+    /// The input shape as declared (an instance replaces `input.dims`).
+    pub declared: Vec<usize>,
 }
 
 /// `x: Input<1, 28, 28>`.
@@ -240,6 +242,7 @@ pub fn parse_model(item: TokenStream, inst: Option<&Instance>) -> Result<Model> 
         .map(|(n, d)| (n.to_string(), d.clone()))
         .collect();
     let (mut name, mut source) = (name, Some(source));
+    let declared = input.dims.clone();
     if let Some(inst) = inst {
         let names: Vec<String> = params.iter().map(|(n, _)| n.to_string()).collect();
         for (key, value) in &inst.args {
@@ -263,9 +266,12 @@ pub fn parse_model(item: TokenStream, inst: Option<&Instance>) -> Result<Model> 
         docs.clear();
         source = None;
     }
-    let body = substitute(f.block.to_token_stream(), &values);
-    let block: syn::Block = syn::parse2(body)?;
-    let (lets, output) = parse_body(&block)?;
+    let (lets, output) = if values.is_empty() {
+        parse_body(&f.block)?
+    } else {
+        let body = substitute(f.block.to_token_stream(), &values);
+        parse_body(&syn::parse2::<syn::Block>(body)?)?
+    };
     Ok(Model {
         name,
         input,
@@ -274,63 +280,8 @@ pub fn parse_model(item: TokenStream, inst: Option<&Instance>) -> Result<Model> 
         docs,
         passthrough,
         source,
+        declared,
     })
-}
-
-/// Parses what a model's instantiating macro passes on:
-/// `{ impl Block { .. } } __Net_block_0 [8, 6, 6] (features = 64)`.
-pub fn parse_instance(input: TokenStream) -> Result<Model> {
-    use syn::parse::Parser;
-    let parser = |ps: syn::parse::ParseStream| -> Result<(TokenStream, Instance)> {
-        let item;
-        syn::braced!(item in ps);
-        let item: TokenStream = item.parse()?;
-        let ident: syn::Ident = ps.parse()?;
-        let dims;
-        syn::bracketed!(dims in ps);
-        let dims =
-            syn::punctuated::Punctuated::<syn::LitInt, syn::Token![,]>::parse_terminated(&dims)?
-                .iter()
-                .map(syn::LitInt::base10_parse::<usize>)
-                .collect::<Result<Vec<usize>>>()?;
-        let args;
-        syn::parenthesized!(args in ps);
-        let args =
-            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&args)?;
-        let mut out = Vec::new();
-        for a in args {
-            match a {
-                syn::Expr::Assign(asg) => match &*asg.left {
-                    syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push((
-                        p.path.segments[0].ident.clone(),
-                        asg.right.to_token_stream(),
-                    )),
-                    other => {
-                        return Err(Error::new_spanned(
-                            other,
-                            "a parameter is passed as `name = value`",
-                        ))
-                    }
-                },
-                other => {
-                    return Err(Error::new_spanned(
-                        other,
-                        "a parameter is passed as `name = value`",
-                    ))
-                }
-            }
-        }
-        Ok((
-            item,
-            Instance {
-                ident,
-                dims,
-                args: out,
-            },
-        ))
-    };
-    let (item, inst) = parser.parse2(input)?;
-    parse_model(item, Some(&inst))
 }
 
 /// A model instantiated inside another one: `Block(features = 64)(x)`.
