@@ -3,9 +3,10 @@
 //! Each entry point only delegates to the module of its phase pipeline and
 //! turns errors into `compile_error!`s at the user's spans.
 //!
-//! `#[compact]`: [`parse`] → [`check`] (shape inference and validation,
-//! every error collected) → [`expand`], with the shape arithmetic in
-//! [`shape`] and the vocabulary (names, arguments, suggestions) in [`vocab`].
+//! `#[compact]`: `parse` → `check` (shape inference and validation, every
+//! error collected) → `expand`, with the shape arithmetic in `shape`, the
+//! vocabulary (names, arguments, suggestions) in `vocab`, and the
+//! collection of nested models' sources in `nest`.
 
 use proc_macro::TokenStream;
 
