@@ -64,10 +64,48 @@
 ///   Padding is `SAME` (XLA's split), `VALID`, `p`, `(ph, pw)` or
 ///   `((top, bottom), (left, right))`; sizes, kernels and strides are an
 ///   integer or an `(h, w)` pair. Layout is NCHW.
-/// - A `#[compact]` model can be called as a layer of another: `x + Block()(x)`.
-///   The outer expansion refers to the inner one's shapes through the
-///   [`Compact`](runtime::compact::Compact) consts and checks the call with
-///   `const` assertions. Only `name = ".."` may be passed to it.
+/// - A `#[compact]` model of the same crate can be called as a layer of
+///   another. `Block()(x)` uses it as declared (`x` must have the shape of
+///   its `Input<..>`); with arguments, as Flax modules take attributes, it is
+///   instantiated for `x`'s shape with those values:
+///
+///   ```
+///   use flaxen::prelude::*;
+///
+///   pub struct ResBlock;
+///
+///   #[compact]
+///   impl ResBlock {
+///       // Parameters follow the input, each with the default used when
+///       // the model is built on its own or called without arguments.
+///       fn forward(x: Input<8, 8, 8>, features: Param<8>, kernel: Param<3>) {
+///           let h = relu(Conv(features, kernel)(x));
+///           x + Conv(features, kernel)(h)
+///       }
+///   }
+///
+///   pub struct Net;
+///
+///   #[compact]
+///   impl Net {
+///       fn forward(x: Input<1, 16, 16>) {
+///           let x = Conv(32, 3)(x);
+///           let x = ResBlock(features = 32)(x);            // field `res_block_0`
+///           let x = ResBlock(features = 32, kernel = 5)(x); // field `res_block_1`
+///           Dense(10)(flatten(max_pool(x, (2, 2), strides = (2, 2))))
+///       }
+///   }
+///
+///   let dev: Cpu = Default::default();
+///   let m = dev.build_module::<Net, f32>();
+///   let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(dev.sample_normal::<Rank4<2, 1, 16, 16>>());
+///   ```
+///
+///   The expansion of one model cannot see another item, so each model also
+///   defines a hidden `macro_rules!` under its own name that hands its source
+///   to the models that nest it; the nested model is then checked again for
+///   the call's shape, and every shape stays known to the macro. A nested
+///   model's parameters are keys under its field (`res_block_0.conv_1.weight`).
 ///
 /// # What is generated
 ///
@@ -129,6 +167,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use ::core;
+    pub use flaxen_macros::__compact_resume as compact_resume;
     pub use flaxen_runtime;
     pub use flaxen_runtime::compact::{scalar, try_silu, Compact, ParamDtype};
     pub use flaxen_runtime::dfdx;

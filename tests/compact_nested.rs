@@ -93,3 +93,49 @@ fn nested_shapes_flow_through_consts() {
     let x: Tensor<Rank4<3, 1, 6, 6>, f32, _> = dev.sample_normal();
     let _: Tensor<Rank2<3, 2>, f32, _> = m.forward(x);
 }
+
+/// A block with Flax-style attributes: instantiated for its caller's input
+/// shape with the caller's values.
+pub struct Mix;
+
+#[compact]
+impl Mix {
+    fn forward(x: Input<4, 6, 6>, features: Param<4>, kernel: Param<3>) {
+        let h = relu(Conv(features, kernel)(x));
+        Conv(features, (1, 1))(h)
+    }
+}
+
+pub struct Tower;
+
+#[compact]
+impl Tower {
+    fn forward(x: Input<3, 8, 8>) {
+        let y = Mix(features = 16)(x);
+        let y = y + Mix(features = 16, kernel = 5, name = "wide")(y);
+        let y = avg_pool(y, (2, 2), strides = (2, 2));
+        let y = Mix(features = 4, kernel = 1)(y);
+        Dense(10)(flatten(y))
+    }
+}
+
+#[test]
+fn nested_with_parameters() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Tower, f32>();
+    // `Mix(features = 16)` on a 3-channel input; the default instance as written.
+    let mix_0 = 16 * 3 * 9 + 16 + 16 * 16 + 16;
+    let wide = 16 * 16 * 25 + 16 + 16 * 16 + 16;
+    let mix_2 = 4 * 16 + 4 + 4 * 4 + 4;
+    let dense = 4 * 4 * 4 * 10 + 10;
+    assert_eq!(m.num_trainable_params(), mix_0 + wide + mix_2 + dense);
+    assert_eq!(<Tower as Compact>::NUM_PARAMS, m.num_trainable_params());
+    // The model as written keeps its defaults.
+    assert_eq!(<Mix as Compact>::NUM_PARAMS, 4 * 4 * 9 + 4 + 4 * 4 + 4);
+    let _: &flaxen::runtime::layers::Conv2D<3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, f32, Cpu> =
+        &m.mix_0.conv_0;
+    let _: &flaxen::runtime::layers::Conv2D<16, 16, 5, 5, 1, 1, 2, 2, 2, 2, 8, 8, 8, 8, f32, Cpu> =
+        &m.wide.conv_0;
+    let x: Tensor<Rank4<2, 3, 8, 8>, f32, _> = dev.sample_normal();
+    let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(x);
+}

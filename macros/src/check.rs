@@ -35,6 +35,10 @@ pub struct Plan {
     pub docs: Vec<syn::Attribute>,
     /// Other impl items, passed through.
     pub passthrough: Vec<syn::ImplItem>,
+    /// The impl block as written (absent for an instance).
+    pub source: Option<TokenStream>,
+    /// Nested models instantiated for this one, expanded next to it.
+    pub inlined: Vec<Plan>,
 }
 
 /// A parameterised layer stored in the module.
@@ -143,6 +147,12 @@ struct Checker {
     /// assertion that depends on a nested model's output only applies when
     /// that call was valid, so one mistake gives one error.
     guards: Vec<TokenStream>,
+    /// The model being checked (instance types are named after it).
+    outer: syn::Ident,
+    inlined: Vec<Plan>,
+    /// Sources of the nested models this one calls.
+    sources: crate::nest::Sources,
+    depth: usize,
 }
 
 /// Path of dfdx's modules in generated code.
@@ -156,7 +166,9 @@ fn layers() -> TokenStream {
 }
 
 /// Checks a parsed model and lowers it to a plan, or returns every error.
-pub fn check(model: Model) -> syn::Result<Plan> {
+/// Checks a model whose nested models' sources are known (`depth`: how
+/// deep this model is nested).
+pub fn check_with(model: Model, sources: &crate::nest::Sources, depth: usize) -> syn::Result<Plan> {
     let mut c = Checker {
         steps: vec![Step {
             kind: Kind::Input,
@@ -170,6 +182,10 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         counters: HashMap::new(),
         names: HashMap::new(),
         guards: Vec::new(),
+        outer: model.name.clone(),
+        inlined: Vec::new(),
+        sources: sources.clone(),
+        depth,
     };
     c.env.insert(model.input.var.to_string(), Val::Tensor(0));
     for l in &model.lets {
@@ -200,6 +216,8 @@ pub fn check(model: Model) -> syn::Result<Plan> {
         asserts: c.asserts,
         docs: model.docs,
         passthrough: model.passthrough,
+        source: model.source,
+        inlined: c.inlined,
     })
 }
 

@@ -39,11 +39,43 @@ fn nest(items: Vec<TokenStream>) -> TokenStream {
     nest(groups)
 }
 
-/// The whole `#[compact]` pipeline: parse, check, expand.
-pub fn compact(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let model = crate::parse::parse(attr, item)?;
-    let plan = crate::check::check(model)?;
-    Ok(expand(&plan))
+/// For a model as written: a `macro_rules!` under the model's own name
+/// (in the macro namespace) that hands its source to a model nesting it
+/// (see `nest`). For an instance: nothing.
+fn source_macro(plan: &Plan) -> TokenStream {
+    let Some(source) = &plan.source else {
+        return quote!();
+    };
+    let name = &plan.name;
+    let mac = format_ident!("__flaxen_compact_{}", name);
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #mac {
+            (@source $($rest:tt)*) => {
+                ::flaxen::__private::compact_resume! { { #source } $($rest)* }
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #mac as #name;
+    }
+}
+
+/// The nested models instantiated for this one: a hidden unit type each,
+/// with its full expansion.
+fn inlined(plan: &Plan) -> TokenStream {
+    let items = plan.inlined.iter().map(|p| {
+        let name = &p.name;
+        let body = expand(p);
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types)]
+            pub struct #name;
+            #body
+        }
+    });
+    quote!(#(#items)*)
 }
 
 /// Generates everything for a checked model.
@@ -114,11 +146,16 @@ pub fn expand(plan: &Plan) -> TokenStream {
     let (fwd_where, fwd_body) = fwd;
     let (mut_where, mut_body) = fwd_mut;
 
+    let instantiator = source_macro(plan);
+    let instances = inlined(plan);
     quote! {
         #passthrough
+        #instantiator
+        #instances
 
         #(#docs)*
         #(#struct_doc)*
+        #[allow(non_camel_case_types)]
         pub struct #module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> {
             #(#[allow(missing_docs)] pub #fnames: #ftys,)*
             #marker_field

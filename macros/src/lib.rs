@@ -3,14 +3,16 @@
 //! Each entry point only delegates to the module of its phase pipeline and
 //! turns errors into `compile_error!`s at the user's spans.
 //!
-//! `#[compact]`: [`parse`] → [`check`] (shape inference and validation,
-//! every error collected) → [`expand`], with the shape arithmetic in
-//! [`shape`] and the vocabulary (names, arguments, suggestions) in [`vocab`].
+//! `#[compact]`: `parse` → `check` (shape inference and validation, every
+//! error collected) → `expand`, with the shape arithmetic in `shape`, the
+//! vocabulary (names, arguments, suggestions) in `vocab`, and the
+//! collection of nested models' sources in `nest`.
 
 use proc_macro::TokenStream;
 
 mod check;
 mod expand;
+mod nest;
 mod parse;
 mod scan;
 mod shape;
@@ -25,7 +27,17 @@ mod tests;
 /// names only `::flaxen::__private` paths.
 #[proc_macro_attribute]
 pub fn compact(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::compact(attr.into(), item.into())
+    nest::compact(attr.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Continues the expansion of a `#[compact]` model once a nested model
+/// has handed over its source; generated code calls it, users do not.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __compact_resume(input: TokenStream) -> TokenStream {
+    nest::resume(input.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

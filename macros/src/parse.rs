@@ -5,8 +5,9 @@
 //! stable Rust, where a single joined `Span` is not available). Parsing
 //! reports only what is malformed; shapes and arguments are the checker's.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::ToTokens;
+use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::{Error, Result};
 
@@ -24,6 +25,11 @@ pub struct Model {
     pub docs: Vec<syn::Attribute>,
     /// Other items of the impl block, passed through unchanged.
     pub passthrough: Vec<syn::ImplItem>,
+    /// The impl block as written, for instantiating the model with other
+    /// parameters inside another one; `None` for such an instance.
+    pub source: Option<TokenStream>,
+    /// The input shape as declared (an instance replaces `input.dims`).
+    pub declared: Vec<usize>,
 }
 
 /// `x: Input<1, 28, 28>`.
@@ -164,6 +170,19 @@ pub fn parse(attr: TokenStream, item: TokenStream) -> Result<Model> {
     if !attr.is_empty() {
         return Err(Error::new_spanned(attr, "`#[compact]` takes no arguments"));
     }
+    parse_model(item, None)
+}
+
+/// Parses an impl block, as written or instantiated inside another model
+/// with the caller's input shape and parameter values.
+pub fn parse_model(item: TokenStream, inst: Option<&Instance>) -> Result<Model> {
+    let source = item.clone();
+    if let Some(dollar) = find_dollar(&item) {
+        return Err(Error::new(
+            dollar,
+            "`$` cannot appear in a `#[compact]` model",
+        ));
+    }
     let item: syn::ItemImpl = syn::parse2(item)?;
     if let Some((_, path, _)) = &item.trait_ {
         return Err(Error::new_spanned(
@@ -211,14 +230,48 @@ pub fn parse(attr: TokenStream, item: TokenStream) -> Result<Model> {
             format!("{FORM}: `fn forward` is missing"),
         ));
     };
-    let input = parse_signature(&f.sig)?;
-    let docs = f
+    let (mut input, params) = parse_signature(&f.sig)?;
+    let mut docs: Vec<syn::Attribute> = f
         .attrs
         .iter()
         .filter(|a| a.path().is_ident("doc"))
         .cloned()
         .collect();
-    let (lets, output) = parse_body(&f.block)?;
+    let mut values: HashMap<String, TokenStream> = params
+        .iter()
+        .map(|(n, d)| (n.to_string(), d.clone()))
+        .collect();
+    let (mut name, mut source) = (name, Some(source));
+    let declared = input.dims.clone();
+    if let Some(inst) = inst {
+        let names: Vec<String> = params.iter().map(|(n, _)| n.to_string()).collect();
+        for (key, value) in &inst.args {
+            let k = key.to_string();
+            if !values.contains_key(&k) {
+                let msg = if names.is_empty() {
+                    format!("`{name}` takes no parameters besides `name`; declare one as `fn forward(x: Input<..>, {k}: Param<default>)`")
+                } else {
+                    format!(
+                        "`{name}` has no parameter `{k}`; its parameters are: {}",
+                        names.join(", ")
+                    )
+                };
+                return Err(Error::new(key.span(), msg));
+            }
+            values.insert(k, value.clone());
+        }
+        input.dims = inst.dims.clone();
+        name = inst.ident.clone();
+        passthrough.clear();
+        docs.clear();
+        source = None;
+    }
+    let (lets, output) = if values.is_empty() {
+        parse_body(&f.block)?
+    } else {
+        let body = substitute(f.block.to_token_stream(), &values);
+        parse_body(&syn::parse2::<syn::Block>(body)?)?
+    };
     Ok(Model {
         name,
         input,
@@ -226,10 +279,51 @@ pub fn parse(attr: TokenStream, item: TokenStream) -> Result<Model> {
         output,
         docs,
         passthrough,
+        source,
+        declared,
     })
 }
 
-fn parse_signature(sig: &syn::Signature) -> Result<InputDecl> {
+/// A model instantiated inside another one: `Block(features = 64)(x)`.
+pub struct Instance {
+    /// The type the instance gets (`__Net_block_0`).
+    pub ident: syn::Ident,
+    /// The caller's per-example input shape.
+    pub dims: Vec<usize>,
+    /// Parameter values, as the caller wrote them.
+    pub args: Vec<(syn::Ident, TokenStream)>,
+}
+
+/// Replaces each parameter name in `ts` by its value, as one undelimited
+/// group (so `-1` or `(3, 3)` stay one expression and keep the caller's
+/// spans for messages).
+pub fn substitute(ts: TokenStream, values: &HashMap<String, TokenStream>) -> TokenStream {
+    ts.into_iter()
+        .map(|t| match t {
+            TokenTree::Ident(i) if values.contains_key(&i.to_string()) => {
+                let mut g = Group::new(Delimiter::None, values[&i.to_string()].clone());
+                g.set_span(i.span());
+                TokenTree::Group(g)
+            }
+            TokenTree::Group(g) => {
+                let mut n = Group::new(g.delimiter(), substitute(g.stream(), values));
+                n.set_span(g.span());
+                TokenTree::Group(n)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+fn find_dollar(ts: &TokenStream) -> Option<Span> {
+    ts.clone().into_iter().find_map(|t| match t {
+        TokenTree::Punct(p) if p.as_char() == '$' => Some(p.span()),
+        TokenTree::Group(g) => find_dollar(&g.stream()),
+        _ => None,
+    })
+}
+
+fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<(syn::Ident, TokenStream)>)> {
     if let Some(t) = sig
         .constness
         .as_ref()
@@ -265,21 +359,19 @@ fn parse_signature(sig: &syn::Signature) -> Result<InputDecl> {
             syn::FnArg::Typed(t) => typed.push(t),
         }
     }
-    let t = match typed.as_slice() {
-        [t] => *t,
-        [] => {
+    let (t, rest) = match typed.split_first() {
+        Some((t, rest)) => (*t, rest),
+        None => {
             return Err(Error::new_spanned(
                 &sig.ident,
                 "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`",
             ))
         }
-        [_, second, ..] => {
-            return Err(Error::new_spanned(
-                second,
-                "`fn forward` takes exactly one input, `x: Input<..>`",
-            ))
-        }
     };
+    let mut params = Vec::new();
+    for p in rest {
+        params.push(parse_param(p)?);
+    }
     let var = match &*t.pat {
         syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
         other => {
@@ -290,7 +382,46 @@ fn parse_signature(sig: &syn::Signature) -> Result<InputDecl> {
         }
     };
     let dims = parse_input_type(&t.ty)?;
-    Ok(InputDecl { var, dims })
+    Ok((InputDecl { var, dims }, params))
+}
+
+const PARAM_HELP: &str = "after its input, `fn forward` takes only model parameters with a default, written `name: Param<default>` (e.g. `features: Param<64>`); the input is `x: Input<..>`";
+
+/// `features: Param<64>`: a parameter of the model and its default value.
+fn parse_param(p: &syn::PatType) -> Result<(syn::Ident, TokenStream)> {
+    let name = match &*p.pat {
+        syn::Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() => i.ident.clone(),
+        other => return Err(Error::new_spanned(other, PARAM_HELP)),
+    };
+    if let syn::Type::Path(tp) = &*p.ty {
+        if let Some(seg) = tp
+            .path
+            .segments
+            .last()
+            .filter(|s| s.ident == "Param" && tp.path.segments.len() == 1)
+        {
+            if let syn::PathArguments::AngleBracketed(a) = &seg.arguments {
+                if let [syn::GenericArgument::Const(e)] =
+                    a.args.iter().collect::<Vec<_>>().as_slice()
+                {
+                    // `Param<{ (3, 3) }>`: a tuple must be braced in a
+                    // generic argument; the value is what is inside.
+                    if let syn::Expr::Block(b) = e {
+                        if let [syn::Stmt::Expr(inner, None)] = b.block.stmts.as_slice() {
+                            return Ok((name, inner.to_token_stream()));
+                        }
+                    }
+                    return Ok((name, e.to_token_stream()));
+                }
+                if let [syn::GenericArgument::Type(t)] =
+                    a.args.iter().collect::<Vec<_>>().as_slice()
+                {
+                    return Ok((name, t.to_token_stream()));
+                }
+            }
+        }
+    }
+    Err(Error::new_spanned(&p.ty, PARAM_HELP))
 }
 
 const INPUT_HELP: &str = "declare the per-example input shape as `Input<D1, ..>` with 1 to 3 positive integer literals, e.g. `Input<1, 28, 28>` (the batch axis is implicit)";

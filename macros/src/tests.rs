@@ -12,9 +12,7 @@ fn run(attr: TokenStream, item: TokenStream) -> Result<TokenStream, String> {
 }
 
 fn parse_and_expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    let model = crate::parse::parse(attr, item)?;
-    let plan = crate::check::check(model)?;
-    Ok(crate::expand::expand(&plan))
+    crate::nest::compact(attr, item)
 }
 
 fn seed() -> TokenStream {
@@ -38,7 +36,10 @@ fn seed() -> TokenStream {
 
 #[test]
 fn seed_expands() {
-    let out = run(TokenStream::new(), seed()).expect("the seed model is valid");
+    let block = quote!(impl Block { fn forward(x: Input<64, 14, 14>) { relu(x) } });
+    let item = seed();
+    let out = crate::nest::resume(quote!({ #block } "Block" { #item } { }))
+        .expect("the seed model is valid");
     let text = out.to_string();
     assert!(text.contains("CnnModule"));
     assert!(text.contains("Conv2D < 32 , 64 , 3 , 3 , 1 , 1 , 1 , 1 , 1 , 1 , 14 , 14 , 14 , 14"));
@@ -201,7 +202,9 @@ fn malformed_inputs_give_errors() {
         impl S { fn forward(x: Input<3>) { x * (1.0 / 0.0) } }
         impl S { fn forward(x: Input<3>) { LayerNorm(epsilon = 1e999)(x) } }
         impl S { fn forward(x: Input<3>) { Conv2()(x) } }
-        impl S { fn forward(x: Input<3>) { Block(features = 4)(x) } }
+        impl S { fn forward(x: Input<3>, k: usize) { x } }
+        impl S { fn forward(x: Input<3>, k: Param<1, 2>) { x } }
+        impl S { fn forward(x: Input<3>) { $x } }
         impl S { fn forward(x: Input<3>) { Dense(2, name = "d")(Dense(2, name = "d")(x)) } }
     "#;
     for line in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -219,4 +222,51 @@ fn auto_name_taken_by_explicit_name() {
     let item = quote!(impl S { fn forward(x: Input<3>) { Dense(2)(Dense(2, name = "dense_1")(Dense(2)(x))) } });
     let err = run(TokenStream::new(), item).unwrap_err();
     assert!(err.contains("automatic name `dense_1`"), "{err}");
+}
+
+#[test]
+fn nested_models_are_instantiated() {
+    let block = quote! {
+        impl Block {
+            fn forward(x: Input<4>, features: Param<8>, k: Param<{ (3, 3) }>) {
+                relu(Dense(features)(x))
+            }
+        }
+    };
+    let net = |call: TokenStream| quote!(impl Net { fn forward(x: Input<16>) { let y = #call; Dense(2)(y) } });
+    // First the outer model asks `Block` for its source ...
+    let first =
+        crate::nest::compact(TokenStream::new(), net(quote!(Block(features = 32)(x)))).unwrap();
+    assert!(first.to_string().starts_with("Block ! { @ source"));
+    // ... which comes back through `compact_resume!`.
+    let resume = |call: TokenStream| {
+        let item = net(call);
+        crate::nest::resume(quote!({ #block } "Block" { #item } { }))
+    };
+    let out = resume(quote!(Block(features = 32)(x))).unwrap().to_string();
+    assert!(
+        out.contains("Linear < 16 , 32"),
+        "input shape and parameter substituted"
+    );
+    assert!(
+        out.contains("Linear < 32 , 2"),
+        "the instance's output shape is known"
+    );
+    let err = resume(quote!(Block(featurs = 32)(x)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no parameter `featurs`"), "{err}");
+    assert!(resume(quote!(Block(features = 0)(x))).is_err());
+    assert!(resume(quote!(Block(4)(x)))
+        .unwrap_err()
+        .to_string()
+        .contains("by name"));
+    let err = resume(quote!(Block()(x))).unwrap_err().to_string();
+    assert!(err.contains("takes input of shape [4]"), "{err}");
+    // As written, the defaults apply.
+    let own = crate::nest::compact(TokenStream::new(), block)
+        .unwrap()
+        .to_string();
+    assert!(own.contains("Linear < 4 , 8"));
+    assert!(own.contains("macro_rules ! __flaxen_compact_Block"));
 }

@@ -3,19 +3,19 @@
 //! Users rarely name anything here directly: the macro implements [`Compact`]
 //! for every model type and calls the functional ops below. The items are
 //! public (and documented) because generated code in the user's crate must
-//! reach them, and because [`Compact`] is how one compact model is nested in
-//! another.
+//! reach them, and because [`Compact`] describes a model to generic code.
 
 use dfdx::prelude::{Device, Dtype, Shape, Tape, Tensor, TryMul, WithEmptyTape};
 use dfdx::tensor::Storage;
 
 /// What a `#[compact]` model type publishes about itself.
 ///
-/// The macro that expands one model cannot look at another item, so a model
-/// nested in another (`x + Block()(x)`) is described through these consts:
-/// the outer expansion writes `Const<{ <Block as Compact>::OUT_0 }>` in its
-/// types (legal on stable Rust for a concrete `Block`) and checks the input
-/// shape with `const` assertions.
+/// Every model's per-example input and output shapes and its parameter
+/// count, as associated consts usable in const-generic arguments of concrete
+/// types (`Const<{ <Block as Compact>::OUT_0 }>` is legal on stable Rust).
+/// The macro itself instantiates nested models from their source, so it
+/// knows their shapes; when it cannot (a model given only by these consts),
+/// it writes such arguments and checks them with `const` assertions.
 ///
 /// Shapes are per example (the batch axis is not counted). Ranks are at most
 /// 4; unused dimensions are `0`.

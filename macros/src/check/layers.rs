@@ -301,7 +301,26 @@ impl Checker {
         args: &[Arg],
         tokens: &TokenStream,
     ) -> Val {
-        let bound = bind(last, "nested", args, tokens, &mut self.errs);
+        // `name` is ours; any other argument is a parameter of the nested
+        // model, which is then instantiated for this input shape.
+        let (named, params): (Vec<&Arg>, Vec<&Arg>) = args
+            .iter()
+            .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let named: Vec<Arg> = named
+            .into_iter()
+            .map(|a| Arg {
+                key: a.key.clone(),
+                value: a.value.clone(),
+            })
+            .collect();
+        let bound = bind(last, "nested", &named, tokens, &mut self.errs);
+        if let Some(p) = params.iter().find(|p| p.key.is_none()) {
+            self.errs.push(Error::new_spanned(
+                &p.value,
+                format!("pass the parameters of the nested model `{last}` by name, e.g. `{last}(features = 64)(x)`"),
+            ));
+            return Val::Poison;
+        }
         let Some(i) = self.tensor_input(x, last, tokens) else {
             return Val::Poison;
         };
@@ -309,7 +328,18 @@ impl Checker {
         let name = self.field_name(&vocab::snake(last), &bound, tokens);
         let Some(name) = name else { return Val::Poison };
         let rt = shape::rt_compact();
+        if let Some(src) = self.sources.get(&crate::nest::key(path)).cloned() {
+            let args = params
+                .iter()
+                .filter_map(|p| Some((p.key.clone()?, p.value.to_token_stream())))
+                .collect();
+            return self.inline(path, last, name, src, args, i, input, tokens);
+        }
         let ct = quote!(<#path as #rt::Compact>);
+        if !params.is_empty() {
+            self.errs.push(Error::new_spanned(tokens, format!("`{last}` takes parameters only when its `#[compact]` source is known; is it a `#[compact]` model of this crate?")));
+            return Val::Poison;
+        }
         let r = s.len();
         let in_consts = [quote!(IN_0), quote!(IN_1), quote!(IN_2)];
         let dims = s.iter().zip(&in_consts).map(|(d, c)| {
@@ -351,5 +381,98 @@ impl Checker {
             out,
             format!("nested `{ptxt}`"),
         )
+    }
+
+    /// Instantiates a nested model for this call: as declared when it gets
+    /// no parameters, else for `x`'s shape with the given values.
+    #[allow(clippy::too_many_arguments)]
+    fn inline(
+        &mut self,
+        path: &syn::Path,
+        last: &str,
+        name: syn::Ident,
+        src: TokenStream,
+        args: Vec<(syn::Ident, TokenStream)>,
+        i: usize,
+        input: &Expr,
+        tokens: &TokenStream,
+    ) -> Val {
+        let s = self.shape(i).to_vec();
+        if let Err(e) = crate::nest::check_depth(self.depth, tokens) {
+            self.errs.push(e);
+            return Val::Poison;
+        }
+        let Some(dims) = s.iter().map(Dim::known).collect::<Option<Vec<usize>>>() else {
+            self.errs.push(Error::new_spanned(tokens, format!("`{last}` is instantiated for the shape of its input, but {} has shape {} here, which the macro does not know", input.describe(), show(&s))));
+            return Val::Poison;
+        };
+        let ident = format_ident!("__{}_{}", self.outer, name);
+        let with_params = !args.is_empty();
+        let inst = crate::parse::Instance {
+            ident: ident.clone(),
+            dims: dims.clone(),
+            args,
+        };
+        let model = match crate::parse::parse_model(src, Some(&inst)) {
+            Ok(m) => m,
+            Err(e) => {
+                // Without parameters, the model's own expansion reports it.
+                if with_params {
+                    self.errs.push(e);
+                }
+                return Val::Poison;
+            }
+        };
+        if !with_params && model.declared != dims {
+            let decl: Vec<String> = model.declared.iter().map(ToString::to_string).collect();
+            self.errs.push(Error::new_spanned(tokens, format!(
+                "`{last}` takes input of shape [{}] (its `fn forward` declares `Input<{}>`), but {} has shape {} here\nhelp: pass parameters (`{last}(name = value)(x)`) to instantiate it for this shape, or change the input",
+                decl.join(", "), decl.join(", "), input.describe(), show(&s)
+            )));
+            return Val::Poison;
+        }
+        let ptxt = path.to_token_stream().to_string().replace(' ', "");
+        let plan = match super::check_with(model, &self.sources, self.depth + 1) {
+            Ok(p) => p,
+            Err(e) => {
+                if with_params {
+                    self.errs.push(e);
+                    self.errs.push(Error::new_spanned(
+                        tokens,
+                        format!(
+                            "in this instance of `{ptxt}` for {} of shape {}",
+                            input.describe(),
+                            show(&s)
+                        ),
+                    ));
+                }
+                return Val::Poison;
+            }
+        };
+        let out = plan.steps[plan.output].shape.clone();
+        let params = plan
+            .fields
+            .iter()
+            .map(|f| f.params.known())
+            .sum::<Option<usize>>();
+        let params = params.map(Dim::Known).unwrap_or_else(|| {
+            let rt = shape::rt_compact();
+            Dim::Sym(
+                quote!(<#ident as #rt::Compact>::NUM_PARAMS),
+                format!("{ptxt}::NUM_PARAMS"),
+            )
+        });
+        self.inlined.push(plan);
+        let rt = shape::rt_compact();
+        // Refer to the nested model as written, as a user of it: a private
+        // model only ever called as a layer is not dead code, and rustc
+        // checks the path names a `#[compact]` model.
+        self.asserts.push(super::Assert {
+            cond: quote!(<#path as #rt::Compact>::IN_RANK > 0),
+            msg: format!("`{ptxt}` is not a `#[compact]` model"),
+            span: first_span(tokens),
+        });
+        let ty = quote!(<#ident as #rt::Compact>::Module<E, D>);
+        self.field(name, ty, params, Vec::new(), i, out, format!("`{ptxt}`"))
     }
 }
