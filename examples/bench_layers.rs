@@ -6,7 +6,8 @@
 //! cargo run --release --example bench_layers            # full run
 //! cargo run --release --example bench_layers -- --quick # smoke run (CI)
 //! ```
-//! (`FLAXEN_BENCH_QUICK=1` does the same as `--quick`.)
+//! (`FLAXEN_BENCH_QUICK=1` does the same as `--quick`; `--only W2` runs one
+//! workload.)
 //!
 //! FLOPs per training sample: 2 * MACs for the forward pass of every conv and
 //! dense layer, twice that again for the backward pass (input and weight
@@ -120,6 +121,13 @@ fn main() {
         dense_flops(3136, 256),
         dense_flops(256, 10),
     ]);
-    bench!("W1", W1, w1, warmup, steps);
-    bench!("W2", W2, w2, warmup, steps / 3);
+    let args: Vec<String> = std::env::args().collect();
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let run = |name: &str| only.is_none_or(|o| o == name);
+    if run("W1") {
+        bench!("W1", W1, w1, warmup, steps);
+    }
+    if run("W2") {
+        bench!("W2", W2, w2, warmup, steps / 3);
+    }
 }

@@ -1,5 +1,10 @@
-//! Pooling kernels: direct loops over each plane, one rayon task per
-//! contiguous run of planes.
+//! Pooling kernels: loops over each plane, one rayon task per contiguous run
+//! of planes.
+//!
+//! The loops run window cell by window cell over a whole output row
+//! (`acc[ox] += x[iy, ox * sw + kj - pl]` for the output columns whose
+//! input column is inside the plane), so the inner loop has no bounds logic
+//! and vectorises for stride 1.
 
 use rayon::prelude::*;
 
@@ -10,12 +15,39 @@ use crate::layers::Window2D;
 /// `-inf` and it passes no gradient).
 pub(super) const NO_ARGMAX: u32 = u32::MAX;
 
-/// The input range `lo..hi` a window starting at padded offset `start`
-/// covers along an axis of `size` cells padded by `pad` in front.
-fn span(start: usize, kernel: usize, pad: usize, size: usize) -> (usize, usize) {
-    let lo = start.saturating_sub(pad).min(size);
-    let hi = (start + kernel).saturating_sub(pad).min(size);
-    (lo, hi.max(lo))
+/// For window column `kj`, the output columns `lo..hi` whose input column
+/// `ox * sw + kj - pl` lies inside `0..w`, and the input column of `lo`.
+pub(super) fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
+    let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
+    let hi = (win.w + win.pl)
+        .saturating_sub(kj)
+        .div_ceil(win.sw)
+        .clamp(lo, win.ow);
+    (lo, hi, (lo * win.sw + kj).saturating_sub(win.pl))
+}
+
+/// The input row that output row `oy` reads at window row `ki`, if any.
+pub(super) fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
+    (oy * win.sh + ki)
+        .checked_sub(win.pt)
+        .filter(|&iy| iy < win.h)
+}
+
+/// Calls `f(lo, hi, first)` for every window cell (in row-major window
+/// order) that output row `oy` reads: output columns `lo..hi` read the plane
+/// at `first, first + sw, ...`.
+fn for_each_cell(win: &Window2D, oy: usize, mut f: impl FnMut(usize, usize, usize)) {
+    for ki in 0..win.kh {
+        let Some(iy) = input_row(win, oy, ki) else {
+            continue;
+        };
+        for kj in 0..win.kw {
+            let (lo, hi, ix) = valid_cols(win, kj);
+            if lo < hi {
+                f(lo, hi, iy * win.w + ix);
+            }
+        }
+    }
 }
 
 /// Average pooling forward over `planes` planes: Flax's `avg_pool`, padded
@@ -30,18 +62,12 @@ pub(super) fn avg_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> Ve
         .for_each(|(t, yc)| {
             for (i, yp) in yc.chunks_exact_mut(positions).enumerate() {
                 let xp = &x[(t * per + i) * plane..][..plane];
-                for oy in 0..win.oh {
-                    let (y0, y1) = span(oy * win.sh, win.kh, win.pt, win.h);
-                    for ox in 0..win.ow {
-                        let (x0, x1) = span(ox * win.sw, win.kw, win.pl, win.w);
-                        let mut acc = E::zero();
-                        for iy in y0..y1 {
-                            for &v in &xp[iy * win.w + x0..iy * win.w + x1] {
-                                acc = acc + v;
-                            }
-                        }
-                        yp[oy * win.ow + ox] = acc * scale;
-                    }
+                for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
+                    for_each_cell(win, oy, |lo, hi, first| {
+                        let src = xp[first..].iter().step_by(win.sw);
+                        out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o += v);
+                    });
+                    out.iter_mut().for_each(|o| *o = *o * scale);
                 }
             }
         });
@@ -56,17 +82,20 @@ pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
     dx.par_chunks_mut(per * plane)
         .enumerate()
         .for_each(|(t, dxc)| {
+            let mut g = vec![E::zero(); win.ow];
             for (i, dxp) in dxc.chunks_exact_mut(plane).enumerate() {
                 let dyp = &dy[(t * per + i) * positions..][..positions];
-                for oy in 0..win.oh {
-                    let (y0, y1) = span(oy * win.sh, win.kh, win.pt, win.h);
-                    for ox in 0..win.ow {
-                        let (x0, x1) = span(ox * win.sw, win.kw, win.pl, win.w);
-                        let g = dyp[oy * win.ow + ox] * scale;
-                        for iy in y0..y1 {
-                            for d in &mut dxp[iy * win.w + x0..iy * win.w + x1] {
-                                *d += g;
-                            }
+                for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
+                    g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * scale);
+                    for ki in 0..win.kh {
+                        let Some(iy) = input_row(win, oy, ki) else {
+                            continue;
+                        };
+                        let row = &mut dxp[iy * win.w..(iy + 1) * win.w];
+                        for kj in 0..win.kw {
+                            let (lo, hi, ix) = valid_cols(win, kj);
+                            let dst = row[ix..].iter_mut().step_by(win.sw);
+                            dst.zip(&g[lo..hi]).for_each(|(d, &v)| *d += v);
                         }
                     }
                 }
@@ -88,25 +117,21 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
             let planes_out = yc.chunks_exact_mut(positions).zip(ac.chunks_exact_mut(positions));
             for (i, (yp, ap)) in planes_out.enumerate() {
                 let xp = &x[(t * per + i) * plane..][..plane];
-                for oy in 0..win.oh {
-                    let (y0, y1) = span(oy * win.sh, win.kh, win.pt, win.h);
-                    for ox in 0..win.ow {
-                        let (x0, x1) = span(ox * win.sw, win.kw, win.pl, win.w);
-                        let (mut best, mut at) = (E::neg_infinity(), NO_ARGMAX);
-                        for iy in y0..y1 {
-                            for ix in x0..x1 {
-                                let v = xp[iy * win.w + ix];
-                                // `>` keeps the first maximum (XLA's choice for
-                                // the gradient); a NaN wins, so it propagates.
-                                if at == NO_ARGMAX || v > best || v.is_nan() && !best.is_nan() {
-                                    best = v;
-                                    at = (iy * win.w + ix) as u32;
-                                }
+                let rows = yp.chunks_exact_mut(win.ow).zip(ap.chunks_exact_mut(win.ow));
+                for (oy, (out, at)) in rows.enumerate() {
+                    // Cells are visited in row-major window order, so `>`
+                    // keeps the first maximum (XLA's choice for the
+                    // gradient); a NaN wins, so it propagates.
+                    for_each_cell(win, oy, |lo, hi, first| {
+                        let cells = xp[first..].iter().step_by(win.sw);
+                        let outs = out[lo..hi].iter_mut().zip(&mut at[lo..hi]);
+                        for (k, ((o, a), &v)) in outs.zip(cells).enumerate() {
+                            if *a == NO_ARGMAX || v > *o || v.is_nan() && !o.is_nan() {
+                                *o = v;
+                                *a = (first + k * win.sw) as u32;
                             }
                         }
-                        yp[oy * win.ow + ox] = best;
-                        ap[oy * win.ow + ox] = at;
-                    }
+                    });
                 }
             }
         });
