@@ -17,7 +17,7 @@ pub(super) const NO_ARGMAX: u32 = u32::MAX;
 
 /// For window column `kj`, the output columns `lo..hi` whose input column
 /// `ox * sw + kj - pl` lies inside `0..w`, and the input column of `lo`.
-pub(super) fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
+fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
     let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
     let hi = (win.w + win.pl)
         .saturating_sub(kj)
@@ -27,24 +27,66 @@ pub(super) fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
 }
 
 /// The input row that output row `oy` reads at window row `ki`, if any.
-pub(super) fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
+fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
     (oy * win.sh + ki)
         .checked_sub(win.pt)
         .filter(|&iy| iy < win.h)
 }
 
+/// [`valid_cols`] for every window column.
+fn all_valid_cols(win: &Window2D) -> Vec<(usize, usize, usize)> {
+    (0..win.kw).map(|kj| valid_cols(win, kj)).collect()
+}
+
 /// Calls `f(lo, hi, first)` for every window cell (in row-major window
 /// order) that output row `oy` reads: output columns `lo..hi` read the plane
-/// at `first, first + sw, ...`.
-fn for_each_cell(win: &Window2D, oy: usize, mut f: impl FnMut(usize, usize, usize)) {
+/// at `first, first + sw, ...`. `cols` is [`all_valid_cols`].
+fn for_each_cell(
+    win: &Window2D,
+    cols: &[(usize, usize, usize)],
+    oy: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
     for ki in 0..win.kh {
         let Some(iy) = input_row(win, oy, ki) else {
             continue;
         };
-        for kj in 0..win.kw {
-            let (lo, hi, ix) = valid_cols(win, kj);
+        for &(lo, hi, ix) in cols {
             if lo < hi {
                 f(lo, hi, iy * win.w + ix);
+            }
+        }
+    }
+}
+
+/// Windows that tile the plane exactly (window == stride, no padding), the
+/// usual `pool(2, 2)`: every input cell is in at most one window.
+fn is_tiling(win: &Window2D) -> bool {
+    win.kh == win.sh && win.kw == win.sw && win.pt + win.pb + win.pl + win.pr == 0
+}
+
+/// [`avg_forward`] of one plane for [`is_tiling`] windows.
+fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) {
+    let used = win.ow * win.kw;
+    for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
+        out.fill(E::zero());
+        for row in xp[oy * win.kh * win.w..].chunks_exact(win.w).take(win.kh) {
+            for (o, cell) in out.iter_mut().zip(row[..used].chunks_exact(win.kw)) {
+                *o += cell.iter().fold(E::zero(), |s, &v| s + v);
+            }
+        }
+        out.iter_mut().for_each(|o| *o = *o * scale);
+    }
+}
+
+/// [`avg_backward`] of one plane for [`is_tiling`] windows.
+fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E]) {
+    let used = win.ow * win.kw;
+    for (oy, g) in dyp.chunks_exact(win.ow).enumerate() {
+        let rows = dxp[oy * win.kh * win.w..].chunks_exact_mut(win.w).take(win.kh);
+        for row in rows {
+            for (cell, &g) in row[..used].chunks_exact_mut(win.kw).zip(g) {
+                cell.iter_mut().for_each(|d| *d += g * scale);
             }
         }
     }
@@ -57,13 +99,18 @@ pub(super) fn avg_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> Ve
     let scale = E::one() / E::from(win.window()).unwrap_or_else(E::one);
     let mut y = vec![E::zero(); planes * positions];
     let per = chunking(planes);
+    let cols = all_valid_cols(win);
     y.par_chunks_mut(per * positions)
         .enumerate()
         .for_each(|(t, yc)| {
             for (i, yp) in yc.chunks_exact_mut(positions).enumerate() {
                 let xp = &x[(t * per + i) * plane..][..plane];
+                if is_tiling(win) {
+                    avg_forward_tiled(win, scale, xp, yp);
+                    continue;
+                }
                 for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
-                    for_each_cell(win, oy, |lo, hi, first| {
+                    for_each_cell(win, &cols, oy, |lo, hi, first| {
                         let src = xp[first..].iter().step_by(win.sw);
                         out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o += v);
                     });
@@ -79,12 +126,17 @@ pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
     let (plane, positions) = (win.in_plane(), win.out_plane());
     let scale = E::one() / E::from(win.window()).unwrap_or_else(E::one);
     let per = chunking(dx.len() / plane.max(1));
+    let cols = all_valid_cols(win);
     dx.par_chunks_mut(per * plane)
         .enumerate()
         .for_each(|(t, dxc)| {
             let mut g = vec![E::zero(); win.ow];
             for (i, dxp) in dxc.chunks_exact_mut(plane).enumerate() {
                 let dyp = &dy[(t * per + i) * positions..][..positions];
+                if is_tiling(win) {
+                    avg_backward_tiled(win, scale, dyp, dxp);
+                    continue;
+                }
                 for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
                     g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * scale);
                     for ki in 0..win.kh {
@@ -92,8 +144,7 @@ pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
                             continue;
                         };
                         let row = &mut dxp[iy * win.w..(iy + 1) * win.w];
-                        for kj in 0..win.kw {
-                            let (lo, hi, ix) = valid_cols(win, kj);
+                        for &(lo, hi, ix) in &cols {
                             let dst = row[ix..].iter_mut().step_by(win.sw);
                             dst.zip(&g[lo..hi]).for_each(|(d, &v)| *d += v);
                         }
@@ -110,6 +161,7 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
     let mut y = vec![E::neg_infinity(); planes * positions];
     let mut arg = vec![NO_ARGMAX; planes * positions];
     let per = chunking(planes);
+    let cols = all_valid_cols(win);
     y.par_chunks_mut(per * positions)
         .zip(arg.par_chunks_mut(per * positions))
         .enumerate()
@@ -122,7 +174,7 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
                     // Cells are visited in row-major window order, so `>`
                     // keeps the first maximum (XLA's choice for the
                     // gradient); a NaN wins, so it propagates.
-                    for_each_cell(win, oy, |lo, hi, first| {
+                    for_each_cell(win, &cols, oy, |lo, hi, first| {
                         let cells = xp[first..].iter().step_by(win.sw);
                         let outs = out[lo..hi].iter_mut().zip(&mut at[lo..hi]);
                         for (k, ((o, a), &v)) in outs.zip(cells).enumerate() {
