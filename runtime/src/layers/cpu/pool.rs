@@ -65,28 +65,61 @@ fn is_tiling(win: &Window2D) -> bool {
     win.kh == win.sh && win.kw == win.sw && win.pt + win.pb + win.pl + win.pr == 0
 }
 
+/// Adds, for every output column, the sum of its `K` input cells in `row`
+/// (window width `K` known at compile time, so the loop vectorises).
+fn add_window_sums<E: Elem, const K: usize>(row: &[E], out: &mut [E]) {
+    let (cells, _) = row.as_chunks::<K>();
+    for (o, cell) in out.iter_mut().zip(cells) {
+        *o += cell.iter().fold(E::zero(), |s, &v| s + v);
+    }
+}
+
+/// Adds `g[ox]` to each of the `K` input cells of output column `ox`.
+fn spread_window_grads<E: Elem, const K: usize>(g: &[E], row: &mut [E]) {
+    let (cells, _) = row.as_chunks_mut::<K>();
+    for (cell, &g) in cells.iter_mut().zip(g) {
+        cell.iter_mut().for_each(|d| *d += g);
+    }
+}
+
 /// [`avg_forward`] of one plane for [`is_tiling`] windows.
 fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) {
     let used = win.ow * win.kw;
     for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
         out.fill(E::zero());
         for row in xp[oy * win.kh * win.w..].chunks_exact(win.w).take(win.kh) {
-            for (o, cell) in out.iter_mut().zip(row[..used].chunks_exact(win.kw)) {
-                *o += cell.iter().fold(E::zero(), |s, &v| s + v);
+            let row = &row[..used];
+            match win.kw {
+                2 => add_window_sums::<E, 2>(row, out),
+                3 => add_window_sums::<E, 3>(row, out),
+                kw => {
+                    for (o, cell) in out.iter_mut().zip(row.chunks_exact(kw)) {
+                        *o += cell.iter().fold(E::zero(), |s, &v| s + v);
+                    }
+                }
             }
         }
         out.iter_mut().for_each(|o| *o = *o * scale);
     }
 }
 
-/// [`avg_backward`] of one plane for [`is_tiling`] windows.
-fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E]) {
+/// [`avg_backward`] of one plane for [`is_tiling`] windows; `g` is scratch
+/// of `ow` elements.
+fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E], g: &mut [E]) {
     let used = win.ow * win.kw;
-    for (oy, g) in dyp.chunks_exact(win.ow).enumerate() {
+    for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
+        g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * scale);
         let rows = dxp[oy * win.kh * win.w..].chunks_exact_mut(win.w).take(win.kh);
         for row in rows {
-            for (cell, &g) in row[..used].chunks_exact_mut(win.kw).zip(g) {
-                cell.iter_mut().for_each(|d| *d += g * scale);
+            let row = &mut row[..used];
+            match win.kw {
+                2 => spread_window_grads::<E, 2>(g, row),
+                3 => spread_window_grads::<E, 3>(g, row),
+                kw => {
+                    for (cell, &g) in row.chunks_exact_mut(kw).zip(g.iter()) {
+                        cell.iter_mut().for_each(|d| *d += g);
+                    }
+                }
             }
         }
     }
@@ -134,7 +167,7 @@ pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
             for (i, dxp) in dxc.chunks_exact_mut(plane).enumerate() {
                 let dyp = &dy[(t * per + i) * positions..][..positions];
                 if is_tiling(win) {
-                    avg_backward_tiled(win, scale, dyp, dxp);
+                    avg_backward_tiled(win, scale, dyp, dxp, &mut g);
                     continue;
                 }
                 for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
