@@ -37,14 +37,25 @@ type Conv2 = Conv2D<32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>;
 type Pool2 = AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>;
 
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> flatten -> Dense 10.
-type W1 = (Conv1, ReLU, Pool1, Flatten2D<32, 14, 14, 6272>, Linear<6272, 10>);
+type W1 = (
+    Conv1,
+    ReLU,
+    Pool1,
+    Flatten2D<32, 14, 14, 6272>,
+    Linear<6272, 10>,
+);
 
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> Conv 64 3x3 SAME -> relu ->
 /// avg_pool 2/2 -> flatten -> Dense 256 -> relu -> Dense 10.
 type W2 = (
     (Conv1, ReLU, Pool1),
     (Conv2, ReLU, Pool2),
-    (Flatten2D<64, 7, 7, 3136>, Linear<3136, 256>, ReLU, Linear<256, 10>),
+    (
+        Flatten2D<64, 7, 7, 3136>,
+        Linear<3136, 256>,
+        ReLU,
+        Linear<256, 10>,
+    ),
 );
 
 /// Forward FLOPs (2 * MACs) of a conv layer on one sample.
@@ -152,7 +163,10 @@ fn main() {
         dense_flops(256, 10),
     ]);
     let args: Vec<String> = std::env::args().collect();
-    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1));
     let run = |name: &str| only.is_none_or(|o| o == name);
     if run("W1") {
         bench!("W1", W1, w1, warmup, steps);

@@ -11,7 +11,10 @@ use flaxen::runtime::layers::{
 fn assert_same(what: &str, a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len(), "{what}: length");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= 1e-10 * y.abs().max(1.0), "{what}[{i}]: {x} vs {y}");
+        assert!(
+            (x - y).abs() <= 1e-10 * y.abs().max(1.0),
+            "{what}[{i}]: {x} vs {y}"
+        );
     }
 }
 
@@ -24,7 +27,22 @@ macro_rules! conv_vs_composite {
             const P: [usize; 4] = [$pt, $pb, $pl, $pr];
             const OH: usize = conv_out_size($h, $kh, $sh, P[0], P[1]);
             const OW: usize = conv_out_size($w, $kw, $sw, P[2], P[3]);
-            type L = builder::Conv2D<$c, $o, $kh, $kw, $sh, $sw, { P[0] }, { P[1] }, { P[2] }, { P[3] }, $h, $w, OH, OW>;
+            type L = builder::Conv2D<
+                $c,
+                $o,
+                $kh,
+                $kw,
+                $sh,
+                $sw,
+                { P[0] },
+                { P[1] },
+                { P[2] },
+                { P[3] },
+                $h,
+                $w,
+                OH,
+                OW,
+            >;
             let dev: Cpu = Default::default();
             let mut conv = dev.build_module::<L, f64>();
             conv.bias = dev.sample_normal();
@@ -39,13 +57,25 @@ macro_rules! conv_vs_composite {
                 let y = if fast {
                     conv.forward(x.leaky_trace())
                 } else {
-                    composite::try_conv2d(&geom, x.leaky_trace(), &conv.weight, &conv.bias, Default::default()).unwrap()
+                    composite::try_conv2d(
+                        &geom,
+                        x.leaky_trace(),
+                        &conv.weight,
+                        &conv.bias,
+                        Default::default(),
+                    )
+                    .unwrap()
                 };
                 let y_values = y.as_vec();
                 let y_again = (y.with_empty_tape() * r2.clone()).sum();
                 let x_again = (x.leaky_trace() * 2.0).sum();
                 let g = ((y * r1.clone()).sum() + y_again + x_again).backward();
-                (y_values, g.get(&x).as_vec(), g.get(&conv.weight).as_vec(), g.get(&conv.bias).as_vec())
+                (
+                    y_values,
+                    g.get(&x).as_vec(),
+                    g.get(&conv.weight).as_vec(),
+                    g.get(&conv.bias).as_vec(),
+                )
             };
             let (fast, slow) = (run(true), run(false));
             assert_same("y", &fast.0, &slow.0);
@@ -59,26 +89,79 @@ macro_rules! conv_vs_composite {
             let ru: Tensor<(usize, Const<$o>, Const<OH>, Const<OW>), f64, _> =
                 dev.sample_normal_like(&(5, Const, Const, Const));
             let fast = conv.forward(xu.leaky_trace());
-            let slow = composite::try_conv2d(&geom, xu.leaky_trace(), &conv.weight, &conv.bias, (5, Const, Const, Const)).unwrap();
+            let slow = composite::try_conv2d(
+                &geom,
+                xu.leaky_trace(),
+                &conv.weight,
+                &conv.bias,
+                (5, Const, Const, Const),
+            )
+            .unwrap();
             let slow_y = slow.as_vec();
             assert_same("usize y", &fast.as_vec(), &slow_y);
-            assert_same("usize y, no tape", &conv.forward(xu.clone()).as_vec(), &slow_y);
+            assert_same(
+                "usize y, no tape",
+                &conv.forward(xu.clone()).as_vec(),
+                &slow_y,
+            );
             let gf = (fast * ru.clone()).sum().backward();
             let gs = (slow * ru.clone()).sum().backward();
             assert_same("usize grad x", &gf.get(&xu).as_vec(), &gs.get(&xu).as_vec());
-            assert_same("usize grad w", &gf.get(&conv.weight).as_vec(), &gs.get(&conv.weight).as_vec());
-            assert_same("usize grad b", &gf.get(&conv.bias).as_vec(), &gs.get(&conv.bias).as_vec());
+            assert_same(
+                "usize grad w",
+                &gf.get(&conv.weight).as_vec(),
+                &gs.get(&conv.weight).as_vec(),
+            );
+            assert_same(
+                "usize grad b",
+                &gf.get(&conv.bias).as_vec(),
+                &gs.get(&conv.bias).as_vec(),
+            );
         }
     };
 }
 
-conv_vs_composite!(conv_same_3x3, c = 3, o = 4, k = (3, 3), s = (1, 1),
-    pad = (same_padding(9, 3, 1).0, same_padding(9, 3, 1).1, same_padding(8, 3, 1).0, same_padding(8, 3, 1).1),
-    hw = (9, 8));
-conv_vs_composite!(conv_rect_strided_asymmetric, c = 2, o = 3, k = (3, 2), s = (2, 3),
-    pad = (2, 0, 1, 2), hw = (7, 8));
-conv_vs_composite!(conv_pointwise, c = 4, o = 2, k = (1, 1), s = (1, 1), pad = (0, 0, 0, 0), hw = (5, 6));
-conv_vs_composite!(conv_valid_5x5_stride2, c = 2, o = 3, k = (5, 5), s = (2, 2), pad = (0, 0, 0, 0), hw = (9, 10));
+conv_vs_composite!(
+    conv_same_3x3,
+    c = 3,
+    o = 4,
+    k = (3, 3),
+    s = (1, 1),
+    pad = (
+        same_padding(9, 3, 1).0,
+        same_padding(9, 3, 1).1,
+        same_padding(8, 3, 1).0,
+        same_padding(8, 3, 1).1
+    ),
+    hw = (9, 8)
+);
+conv_vs_composite!(
+    conv_rect_strided_asymmetric,
+    c = 2,
+    o = 3,
+    k = (3, 2),
+    s = (2, 3),
+    pad = (2, 0, 1, 2),
+    hw = (7, 8)
+);
+conv_vs_composite!(
+    conv_pointwise,
+    c = 4,
+    o = 2,
+    k = (1, 1),
+    s = (1, 1),
+    pad = (0, 0, 0, 0),
+    hw = (5, 6)
+);
+conv_vs_composite!(
+    conv_valid_5x5_stride2,
+    c = 2,
+    o = 3,
+    k = (5, 5),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (9, 10)
+);
 
 macro_rules! pool_vs_composite {
     ($name:ident, $pool:ident, $kind:expr, c = $c:literal, k = ($kh:literal, $kw:literal),
@@ -97,9 +180,20 @@ macro_rules! pool_vs_composite {
                 let r: Tensor<(usize, Const<$c>, Const<OH>, Const<OW>), f64, _> =
                     dev.sample_normal_like(&(batch, Const, Const, Const));
                 let fast = L::default().forward(x.leaky_trace());
-                let slow = composite::try_pool2d($kind, $c, &win, x.leaky_trace(), (batch, Const, Const, Const)).unwrap();
+                let slow = composite::try_pool2d(
+                    $kind,
+                    $c,
+                    &win,
+                    x.leaky_trace(),
+                    (batch, Const, Const, Const),
+                )
+                .unwrap();
                 assert_same("y", &fast.as_vec(), &slow.as_vec());
-                assert_same("y, no tape", &L::default().forward(x.clone()).as_vec(), &slow.as_vec());
+                assert_same(
+                    "y, no tape",
+                    &L::default().forward(x.clone()).as_vec(),
+                    &slow.as_vec(),
+                );
                 let gf = (fast * r.clone()).sum().backward();
                 let gs = (slow * r.clone()).sum().backward();
                 assert_same("grad x", &gf.get(&x).as_vec(), &gs.get(&x).as_vec());
@@ -108,7 +202,43 @@ macro_rules! pool_vs_composite {
     };
 }
 
-pool_vs_composite!(avg_pool_2x2, AvgPool2D, PoolKind::Avg, c = 3, k = (2, 2), s = (2, 2), pad = (0, 0, 0, 0), hw = (6, 7));
-pool_vs_composite!(avg_pool_padded_rect, AvgPool2D, PoolKind::Avg, c = 2, k = (3, 2), s = (2, 1), pad = (1, 2, 0, 1), hw = (7, 5));
-pool_vs_composite!(max_pool_2x2, MaxPool2D, PoolKind::Max, c = 3, k = (2, 2), s = (2, 2), pad = (0, 0, 0, 0), hw = (6, 7));
-pool_vs_composite!(max_pool_padded_rect, MaxPool2D, PoolKind::Max, c = 2, k = (3, 2), s = (2, 1), pad = (1, 2, 0, 1), hw = (7, 5));
+pool_vs_composite!(
+    avg_pool_2x2,
+    AvgPool2D,
+    PoolKind::Avg,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_vs_composite!(
+    avg_pool_padded_rect,
+    AvgPool2D,
+    PoolKind::Avg,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);
+pool_vs_composite!(
+    max_pool_2x2,
+    MaxPool2D,
+    PoolKind::Max,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_vs_composite!(
+    max_pool_padded_rect,
+    MaxPool2D,
+    PoolKind::Max,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);

@@ -26,7 +26,10 @@ fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
 fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
     assert_eq!(analytic.len(), numeric.len());
     for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
-        assert!((a - n).abs() <= 1e-6 * n.abs().max(1.0), "{what}[{i}]: analytic {a}, numeric {n}");
+        assert!(
+            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
+            "{what}[{i}]: analytic {a}, numeric {n}"
+        );
     }
 }
 
@@ -59,9 +62,21 @@ fn conv_gradients_match_finite_differences() {
         (m.forward(x) * r.clone()).sum::<Rank0, _>().array()
     };
     let (xs, ws, bs) = (x.as_vec(), conv.weight.as_vec(), conv.bias.as_vec());
-    assert_grad("x", &grads.get(&x).as_vec(), &numeric_grad(|v| loss(v, &ws, &bs), &xs));
-    assert_grad("w", &grads.get(&conv.weight).as_vec(), &numeric_grad(|v| loss(&xs, v, &bs), &ws));
-    assert_grad("b", &grads.get(&conv.bias).as_vec(), &numeric_grad(|v| loss(&xs, &ws, v), &bs));
+    assert_grad(
+        "x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(|v| loss(v, &ws, &bs), &xs),
+    );
+    assert_grad(
+        "w",
+        &grads.get(&conv.weight).as_vec(),
+        &numeric_grad(|v| loss(&xs, v, &bs), &ws),
+    );
+    assert_grad(
+        "b",
+        &grads.get(&conv.bias).as_vec(),
+        &numeric_grad(|v| loss(&xs, &ws, v), &bs),
+    );
 }
 
 // Pools: 3x2 window, strides (2, 2), padding top 1, bottom 2, left 0, right 1,
@@ -85,7 +100,11 @@ macro_rules! pool_gradcheck {
                 let x: Tensor<PX, f64, _> = dev.tensor_from_vec(v.to_vec(), Default::default());
                 (pool.forward(x) * r.clone()).sum::<Rank0, _>().array()
             };
-            assert_grad("x", &grads.get(&x).as_vec(), &numeric_grad(loss, &x.as_vec()));
+            assert_grad(
+                "x",
+                &grads.get(&x).as_vec(),
+                &numeric_grad(loss, &x.as_vec()),
+            );
         }
     };
 }

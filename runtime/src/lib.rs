@@ -14,8 +14,8 @@ pub mod prelude {
     // the builder; the built module is `flaxen_runtime::layers::Conv2D`.
     pub use crate::layers::builder::Conv2D;
     pub use crate::layers::{
-        conv_out_size, same_padding, AvgPool2D, ConvGeometry, Flatten2D, FlaxenDevice,
-        MaxPool2D, PoolKind, Window2D,
+        conv_out_size, same_padding, AvgPool2D, ConvGeometry, Flatten2D, FlaxenDevice, MaxPool2D,
+        PoolKind, Window2D,
     };
     pub use crate::state::{StateDict, StateError, StateMap};
 }

@@ -282,7 +282,11 @@ mod tests {
         let var = w.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
         let fan_in = 72.0f64;
         assert!(mean.abs() < 0.02, "mean {mean}");
-        assert!((var * fan_in - 1.0).abs() < 0.1, "var*fan_in {}", var * fan_in);
+        assert!(
+            (var * fan_in - 1.0).abs() < 0.1,
+            "var*fan_in {}",
+            var * fan_in
+        );
         let bound = 2.0 / 0.879_625_661_034_239_8 / fan_in.sqrt();
         assert!(w.iter().all(|v| v.abs() <= bound + 1e-12));
         assert!(conv.bias.as_vec().iter().all(|&b| b == 0.0));

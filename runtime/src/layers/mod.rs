@@ -158,7 +158,10 @@ impl Window2D {
         let [oh, ow] = output;
         assert!(sh >= 1 && sw >= 1, "strides must be at least 1");
         assert!(kh >= 1 && kw >= 1, "kernel sizes must be at least 1");
-        assert!(h >= 1 && w >= 1, "input height and width must be at least 1");
+        assert!(
+            h >= 1 && w >= 1,
+            "input height and width must be at least 1"
+        );
         assert!(
             kh <= h + pt + pb,
             "kernel height is larger than the padded input height (KH > H + PT + PB)"

@@ -76,7 +76,9 @@ fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
                     let start = iy * win.w + lo * win.sw + kj - win.pl;
                     if win.sw == 1 {
                         let dst = &mut dxc[start..start + hi - lo];
-                        dst.iter_mut().zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
+                        dst.iter_mut()
+                            .zip(&grad[lo..hi])
+                            .for_each(|(d, &g)| *d += g);
                     } else {
                         let dst = dxc[start..].iter_mut().step_by(win.sw);
                         dst.zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
@@ -95,7 +97,7 @@ fn sum<E: Elem>(xs: &[E]) -> E {
     let tail = chunks.remainder().iter().fold(E::zero(), |s, &v| s + v);
     for c in chunks {
         for (a, &v) in acc.iter_mut().zip(c) {
-            *a = *a + v;
+            *a += v;
         }
     }
     acc.iter().fold(tail, |s, &v| s + v)
@@ -231,7 +233,13 @@ pub(super) fn backward<E: Elem>(
 mod tests {
     use super::*;
 
-    fn geom(c: usize, kernel: [usize; 2], s: [usize; 2], p: [usize; 4], hw: [usize; 2]) -> ConvGeometry {
+    fn geom(
+        c: usize,
+        kernel: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 4],
+        hw: [usize; 2],
+    ) -> ConvGeometry {
         let oh = crate::layers::conv_out_size(hw[0], kernel[0], s[0], p[0], p[1]);
         let ow = crate::layers::conv_out_size(hw[1], kernel[1], s[1], p[2], p[3]);
         ConvGeometry {
@@ -252,7 +260,8 @@ mod tests {
                         for ox in 0..w.ow {
                             let iy = (oy * w.sh + ki) as isize - w.pt as isize;
                             let ix = (ox * w.sw + kj) as isize - w.pl as isize;
-                            let inside = iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
+                            let inside =
+                                iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
                             out.push(if inside {
                                 x[ch * w.h * w.w + iy as usize * w.w + ix as usize]
                             } else {

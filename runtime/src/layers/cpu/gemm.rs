@@ -68,7 +68,12 @@ fn fits(len: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> bool {
 ///
 /// # Panics
 /// If the shapes disagree or a view reaches past its slice.
-pub(super) fn matmul<E: Elem>(dst: MatMut<'_, E>, accumulate: bool, lhs: Mat<'_, E>, rhs: Mat<'_, E>) {
+pub(super) fn matmul<E: Elem>(
+    dst: MatMut<'_, E>,
+    accumulate: bool,
+    lhs: Mat<'_, E>,
+    rhs: Mat<'_, E>,
+) {
     assert!(dst.rows == lhs.rows && dst.cols == rhs.cols && lhs.cols == rhs.rows);
     assert!(fits(dst.data.len(), dst.rows, dst.cols, dst.rs, dst.cs));
     assert!(fits(lhs.data.len(), lhs.rows, lhs.cols, lhs.rs, lhs.cs));

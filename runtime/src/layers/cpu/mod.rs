@@ -98,7 +98,7 @@ pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
     let planes = numel / win.in_plane().max(1);
     assert!(
         planes * win.in_plane() == numel
-            && planes % channels.max(1) == 0
+            && planes.is_multiple_of(channels.max(1))
             && y_shape.num_elements() == planes * win.out_plane(),
         "pool2d: tensor sizes disagree with {channels} channels of {win:?}"
     );

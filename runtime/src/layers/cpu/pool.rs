@@ -99,7 +99,7 @@ fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) 
                 }
             }
         }
-        out.iter_mut().for_each(|o| *o = *o * scale);
+        out.iter_mut().for_each(|o| *o *= scale);
     }
 }
 
@@ -109,7 +109,9 @@ fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E
     let used = win.ow * win.kw;
     for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
         g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * scale);
-        let rows = dxp[oy * win.kh * win.w..].chunks_exact_mut(win.w).take(win.kh);
+        let rows = dxp[oy * win.kh * win.w..]
+            .chunks_exact_mut(win.w)
+            .take(win.kh);
         for row in rows {
             let row = &mut row[..used];
             match win.kw {
@@ -147,7 +149,7 @@ pub(super) fn avg_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> Ve
                         let src = xp[first..].iter().step_by(win.sw);
                         out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o += v);
                     });
-                    out.iter_mut().for_each(|o| *o = *o * scale);
+                    out.iter_mut().for_each(|o| *o *= scale);
                 }
             }
         });
@@ -199,7 +201,9 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
         .zip(arg.par_chunks_mut(per * positions))
         .enumerate()
         .for_each(|(t, (yc, ac))| {
-            let planes_out = yc.chunks_exact_mut(positions).zip(ac.chunks_exact_mut(positions));
+            let planes_out = yc
+                .chunks_exact_mut(positions)
+                .zip(ac.chunks_exact_mut(positions));
             for (i, (yp, ap)) in planes_out.enumerate() {
                 let xp = &x[(t * per + i) * plane..][..plane];
                 let rows = yp.chunks_exact_mut(win.ow).zip(ap.chunks_exact_mut(win.ow));

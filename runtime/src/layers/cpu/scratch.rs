@@ -80,8 +80,11 @@ impl<E: Pooled> Drop for Scratch<E> {
             return;
         }
         let mut idle = E::pool().0.lock().unwrap_or_else(|e| e.into_inner());
-        let bytes: usize = idle.iter().map(|b| b.capacity()).sum::<usize>() * std::mem::size_of::<E>();
-        if idle.len() < MAX_IDLE && bytes + buf.capacity() * std::mem::size_of::<E>() <= MAX_IDLE_BYTES {
+        let bytes: usize =
+            idle.iter().map(|b| b.capacity()).sum::<usize>() * std::mem::size_of::<E>();
+        if idle.len() < MAX_IDLE
+            && bytes + buf.capacity() * std::mem::size_of::<E>() <= MAX_IDLE_BYTES
+        {
             idle.push(buf);
         }
     }
