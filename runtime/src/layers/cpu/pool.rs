@@ -85,8 +85,8 @@ fn spread_window_grads<E: Elem, const K: usize>(g: &[E], row: &mut [E]) {
 /// [`avg_forward`] of one plane for [`is_tiling`] windows.
 fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) {
     let used = win.ow * win.kw;
+    // `yp` starts zeroed.
     for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
-        out.fill(E::zero());
         for row in xp[oy * win.kh * win.w..].chunks_exact(win.w).take(win.kh) {
             let row = &row[..used];
             match win.kw {
