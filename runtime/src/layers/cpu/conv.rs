@@ -126,13 +126,7 @@ pub(super) fn forward<E: Elem>(
     let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
     let col_len = patch * positions;
     let pointwise = is_pointwise(geom);
-    // Every output starts as its bias; the gemm adds the convolution.
-    let mut y = Vec::with_capacity(batch * out_len);
-    for _ in 0..batch {
-        for &b in bias {
-            y.extend(std::iter::repeat_n(b, positions));
-        }
-    }
+    let mut y = vec![E::zero(); batch * out_len];
     let mut cols = (keep_cols && !pointwise).then(|| Scratch::new(batch * col_len));
     let per = chunking(batch);
     let w = Mat::rows(weight, geom.o, patch);
@@ -153,6 +147,10 @@ pub(super) fn forward<E: Elem>(
                 im2col(geom, xb, buf);
                 buf
             };
+            // Every output starts as its bias; the gemm adds the convolution.
+            for (row, &b) in yb.chunks_exact_mut(positions).zip(bias) {
+                row.fill(b);
+            }
             let dst = MatMut::rows(yb, geom.o, positions);
             matmul(dst, true, w, Mat::rows(colsb, patch, positions));
         }
