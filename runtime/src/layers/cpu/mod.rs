@@ -61,6 +61,9 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
             && bias.shape().num_elements() == geom.o,
         "conv2d: tensor sizes disagree with {geom:?}"
     );
+    // A permuted or broadcast `x` is copied into row-major order on its own
+    // tape, so the gradient reaches its physical layout through dfdx.
+    let x = x.try_contiguous()?;
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
@@ -102,6 +105,9 @@ pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
             && y_shape.num_elements() == planes * win.out_plane(),
         "pool2d: tensor sizes disagree with {channels} channels of {win:?}"
     );
+    // A permuted or broadcast `x` is copied into row-major order on its own
+    // tape, so the gradient reaches its physical layout through dfdx.
+    let x = x.try_contiguous()?;
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
