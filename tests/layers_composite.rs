@@ -242,3 +242,52 @@ pool_vs_composite!(
     pad = (1, 2, 0, 1),
     hw = (7, 5)
 );
+
+#[test]
+fn non_contiguous_inputs() {
+    // A permuted (transposed H/W) input: the CPU kernels must send its
+    // gradient back through the permutation like the composite path does.
+    type L = builder::Conv2D<2, 3, 3, 2, 1, 2, 1, 1, 0, 1, 5, 4, OH, OW>;
+    const OH: usize = conv_out_size(5, 3, 1, 1, 1);
+    const OW: usize = conv_out_size(4, 2, 2, 0, 1);
+    let dev: Cpu = Default::default();
+    let conv = dev.build_module::<L, f64>();
+    let xt: Tensor<Rank4<2, 2, 4, 5>, f64, _> = dev.sample_normal();
+    let r: Tensor<Rank4<2, 3, OH, OW>, f64, _> = dev.sample_normal();
+    let x = || {
+        xt.leaky_trace()
+            .permute::<Rank4<2, 2, 5, 4>, Axes4<0, 1, 3, 2>>()
+    };
+    let fast = conv.forward(x());
+    let slow = composite::try_conv2d(
+        &L::GEOMETRY,
+        x(),
+        &conv.weight,
+        &conv.bias,
+        Default::default(),
+    )
+    .unwrap();
+    assert_same("y", &fast.as_vec(), &slow.as_vec());
+    let gf = (fast * r.clone()).sum().backward();
+    let gs = (slow * r.clone()).sum().backward();
+    assert_same("grad x", &gf.get(&xt).as_vec(), &gs.get(&xt).as_vec());
+    assert_same(
+        "grad w",
+        &gf.get(&conv.weight).as_vec(),
+        &gs.get(&conv.weight).as_vec(),
+    );
+
+    let pool = MaxPool2D::<2, 2, 2, 1, 1, 0, 1, 0, 1, 5, 4, 5, 4>;
+    let rp: Tensor<Rank4<2, 2, 5, 4>, f64, _> = dev.sample_normal();
+    let fast = pool.forward(x());
+    let slow =
+        composite::try_pool2d(PoolKind::Max, 2, &pool_geometry(), x(), Default::default()).unwrap();
+    assert_same("pool y", &fast.as_vec(), &slow.as_vec());
+    let gf = (fast * rp.clone()).sum().backward();
+    let gs = (slow * rp.clone()).sum().backward();
+    assert_same("pool grad x", &gf.get(&xt).as_vec(), &gs.get(&xt).as_vec());
+}
+
+fn pool_geometry() -> flaxen::runtime::layers::Window2D {
+    MaxPool2D::<2, 2, 2, 1, 1, 0, 1, 0, 1, 5, 4, 5, 4>::GEOMETRY
+}

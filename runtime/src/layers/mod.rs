@@ -141,7 +141,7 @@ impl Window2D {
     ///
     /// ```
     /// use flaxen_runtime::layers::Window2D;
-    /// const G: Window2D = Window2D::checked([3, 3], [2, 2], [0, 1, 0, 1], [8, 9], [4, 5]);
+    /// const G: Window2D = Window2D::checked([3, 3], [2, 2], [0, 1, 1, 1], [8, 9], [4, 5]);
     /// assert_eq!(G.oh, 4);
     /// ```
     pub const fn checked(

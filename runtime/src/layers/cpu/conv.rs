@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
+use super::scratch::Scratch;
 use super::{chunking, Elem};
 use crate::layers::{ConvGeometry, Window2D};
 
@@ -88,6 +89,20 @@ fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
     }
 }
 
+/// The sum of `xs` with eight independent accumulators, so it vectorises
+/// (a single running sum is bound by the latency of each addition).
+fn sum<E: Elem>(xs: &[E]) -> E {
+    let mut acc = [E::zero(); 8];
+    let chunks = xs.chunks_exact(8);
+    let tail = chunks.remainder().iter().fold(E::zero(), |s, &v| s + v);
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().fold(tail, |s, &v| s + v)
+}
+
 /// A 1x1 kernel with stride 1 and no padding reads the input as its own
 /// patch matrix, so im2col and col2im are skipped.
 pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
@@ -97,7 +112,7 @@ pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
 
 /// Forward pass over `batch` examples. Returns `y` (`batch x o x oh x ow`)
 /// and, when `keep_cols`, every example's patch matrix for the backward pass
-/// (empty for pointwise kernels, whose patch matrix is `x` itself).
+/// (none for pointwise kernels, whose patch matrix is `x` itself).
 pub(super) fn forward<E: Elem>(
     geom: &ConvGeometry,
     batch: usize,
@@ -105,23 +120,19 @@ pub(super) fn forward<E: Elem>(
     weight: &[E],
     bias: &[E],
     keep_cols: bool,
-) -> (Vec<E>, Vec<E>) {
+) -> (Vec<E>, Option<Scratch<E>>) {
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
     let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
     let col_len = patch * positions;
     let pointwise = is_pointwise(geom);
     let mut y = vec![E::zero(); batch * out_len];
-    let mut cols = if keep_cols && !pointwise {
-        vec![E::zero(); batch * col_len]
-    } else {
-        Vec::new()
-    };
+    let mut cols = (keep_cols && !pointwise).then(|| Scratch::new(batch * col_len));
     let per = chunking(batch);
     let w = Mat::rows(weight, geom.o, patch);
 
     let run = |first: usize, y: &mut [E], kept: Option<&mut [E]>| {
-        let mut scratch = Vec::new();
+        let mut scratch = None;
         let kept = kept.map(|k| k.chunks_exact_mut(col_len));
         let mut kept = kept.into_iter().flatten();
         for (i, yb) in y.chunks_exact_mut(out_len).enumerate() {
@@ -131,14 +142,12 @@ pub(super) fn forward<E: Elem>(
             } else {
                 let buf = match kept.next() {
                     Some(buf) => buf,
-                    None => {
-                        scratch.resize(col_len, E::zero());
-                        &mut scratch[..]
-                    }
+                    None => &mut scratch.get_or_insert_with(|| Scratch::new(col_len))[..],
                 };
                 im2col(geom, xb, buf);
                 buf
             };
+            // Every output starts as its bias; the gemm adds the convolution.
             for (row, &b) in yb.chunks_exact_mut(positions).zip(bias) {
                 row.fill(b);
             }
@@ -147,15 +156,16 @@ pub(super) fn forward<E: Elem>(
         }
     };
 
-    if cols.is_empty() {
-        y.par_chunks_mut(per * out_len)
+    match cols.as_mut() {
+        None => y
+            .par_chunks_mut(per * out_len)
             .enumerate()
-            .for_each(|(t, yc)| run(t * per, yc, None));
-    } else {
-        y.par_chunks_mut(per * out_len)
+            .for_each(|(t, yc)| run(t * per, yc, None)),
+        Some(cols) => y
+            .par_chunks_mut(per * out_len)
             .zip(cols.par_chunks_mut(per * col_len))
             .enumerate()
-            .for_each(|(t, (yc, cc))| run(t * per, yc, Some(cc)));
+            .for_each(|(t, (yc, cc))| run(t * per, yc, Some(cc))),
     }
     (y, cols)
 }
@@ -170,7 +180,7 @@ pub(super) fn backward<E: Elem>(
     weight: &[E],
     dy: &[E],
     dx: &mut [E],
-) -> (Vec<E>, Vec<E>) {
+) -> (Scratch<E>, Vec<E>) {
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
     let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
@@ -179,13 +189,14 @@ pub(super) fn backward<E: Elem>(
     let per = chunking(batch);
     let wt = Mat::transposed(weight, patch, geom.o);
 
-    let partials: Vec<(Vec<E>, Vec<E>)> = dx
+    let partials: Vec<(Scratch<E>, Vec<E>)> = dx
         .par_chunks_mut(per * chw)
         .enumerate()
         .map(|(t, dxc)| {
-            let mut dw = vec![E::zero(); geom.o * patch];
+            // Overwritten by the first example's gemm.
+            let mut dw = Scratch::new(geom.o * patch);
             let mut db = vec![E::zero(); geom.o];
-            let mut dcols = Vec::new();
+            let mut dcols = None;
             for (i, dxb) in dxc.chunks_exact_mut(chw).enumerate() {
                 let b = t * per + i;
                 let dyb = &dy[b * out_len..(b + 1) * out_len];
@@ -194,14 +205,14 @@ pub(super) fn backward<E: Elem>(
                 let dwm = MatMut::rows(&mut dw, geom.o, patch);
                 matmul(dwm, i > 0, g, Mat::transposed(colsb, positions, patch));
                 for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
-                    *acc += row.iter().fold(E::zero(), |s, &v| s + v);
+                    *acc += sum(row);
                 }
                 if pointwise {
                     matmul(MatMut::rows(dxb, patch, positions), true, wt, g);
                 } else {
-                    dcols.resize(col_len, E::zero());
-                    matmul(MatMut::rows(&mut dcols, patch, positions), false, wt, g);
-                    col2im(geom, &dcols, dxb);
+                    let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
+                    matmul(MatMut::rows(dcols, patch, positions), false, wt, g);
+                    col2im(geom, dcols, dxb);
                 }
             }
             (dw, db)
@@ -211,9 +222,9 @@ pub(super) fn backward<E: Elem>(
     let mut parts = partials.into_iter();
     let (mut dw, mut db) = parts
         .next()
-        .unwrap_or_else(|| (vec![E::zero(); geom.o * patch], vec![E::zero(); geom.o]));
+        .unwrap_or_else(|| (Scratch::zeroed(geom.o * patch), vec![E::zero(); geom.o]));
     for (pw, pb) in parts {
-        dw.iter_mut().zip(&pw).for_each(|(a, &b)| *a += b);
+        dw.iter_mut().zip(pw.iter()).for_each(|(a, &b)| *a += b);
         db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);
     }
     (dw, db)

@@ -10,13 +10,15 @@
 mod conv;
 mod gemm;
 mod pool;
+mod scratch;
 
 use dfdx::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
+use scratch::{Pooled, Scratch};
 
 /// The element types the CPU kernels are written for.
-pub(crate) trait Elem: Dtype + num_traits::Float + Send + Sync {}
+pub(crate) trait Elem: Dtype + num_traits::Float + Pooled {}
 impl Elem for f32 {}
 impl Elem for f64 {}
 
@@ -29,9 +31,9 @@ fn chunking(items: usize) -> usize {
 /// The tensor's values in row-major order (one memcpy when contiguous).
 fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(
     t: Tensor<S, E, Cpu, T>,
-) -> Result<Vec<E>, CpuError> {
+) -> Result<Scratch<E>, CpuError> {
     let t = t.try_contiguous()?;
-    let mut buf = vec![E::zero(); t.shape().num_elements()];
+    let mut buf = Scratch::new(t.shape().num_elements());
     t.copy_into(&mut buf);
     Ok(buf)
 }
@@ -59,6 +61,9 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
             && bias.shape().num_elements() == geom.o,
         "conv2d: tensor sizes disagree with {geom:?}"
     );
+    // A permuted or broadcast `x` is copied into row-major order on its own
+    // tape, so the gradient reaches its physical layout through dfdx.
+    let x = x.try_contiguous()?;
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
@@ -68,7 +73,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     let y = dev.try_tensor_from_vec(ys, y_shape)?;
     if T::OWNS_TAPE {
         let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
-        let cols = if conv::is_pointwise(geom) { xs } else { cols };
+        let cols = cols.unwrap_or(xs);
         let geom = *geom;
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
@@ -96,10 +101,13 @@ pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
     let planes = numel / win.in_plane().max(1);
     assert!(
         planes * win.in_plane() == numel
-            && planes % channels.max(1) == 0
+            && planes.is_multiple_of(channels.max(1))
             && y_shape.num_elements() == planes * win.out_plane(),
         "pool2d: tensor sizes disagree with {channels} channels of {win:?}"
     );
+    // A permuted or broadcast `x` is copied into row-major order on its own
+    // tape, so the gradient reaches its physical layout through dfdx.
+    let x = x.try_contiguous()?;
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
