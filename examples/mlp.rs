@@ -68,7 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (train, test) = (flat(&train)?, flat(&test)?);
     let mut loader: Loader<Rank1<64>, BATCH, f32, Dev> =
         Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
-    let mut state = TrainState::create(dev.build_module::<Mlp, f32>(), sgd(0.1, Some(0.9), true))?;
+    // dfdx's `CudaError` is not a `std::error::Error`, hence the `map_err`.
+    let mut state = TrainState::create(dev.build_module::<Mlp, f32>(), sgd(0.1, Some(0.9), true))
+        .map_err(|e| format!("device error: {e:?}"))?;
 
     let scans_per_epoch = (loader.batches_per_epoch() / K).max(1) as u64;
     for epoch in 1..=args.epochs {

@@ -64,7 +64,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (train, _test) = flaxen::runtime::data::digits::load()?;
     let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> =
         Loader::new(train, &dev, LoaderConfig::new(0))?;
-    let mut state = TrainState::create(dev.build_module::<SimpleCnn, f32>(), adam(1e-3))?;
+    // dfdx's `CudaError` is not a `std::error::Error`, hence the `map_err`.
+    let mut state = TrainState::create(dev.build_module::<SimpleCnn, f32>(), adam(1e-3))
+        .map_err(|e| format!("device error: {e:?}"))?;
 
     for i in 0..10 {
         // `get_multistep_batch`: K batches in one host-to-device copy.

@@ -193,7 +193,8 @@ where
         args.lr * 0.01,
     );
     let tx = chain((clip_by_global_norm(1.0), adamw(schedule, 1e-4)));
-    let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)?;
+    let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)
+        .map_err(|e| anyhow::anyhow!("device error: {e:?}"))?;
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating the run directory {}", args.out.display()))?;
@@ -335,7 +336,9 @@ where
     let mut metrics: Metrics<f32, Dev> = Metrics::new();
     for _ in 0..loader.batches_per_epoch() {
         let (x, y) = loader.next_batch_dyn()?;
-        let logits = model.try_forward(x)?;
+        let logits = model
+            .try_forward(x)
+            .map_err(|e| anyhow::anyhow!("device error: {e:?}"))?;
         metrics.add_accuracy(&logits, &y);
     }
     Ok(metrics.accuracy().unwrap_or(0.0))
