@@ -77,8 +77,18 @@ fn run_path<T: GradientTransformation<f32, Cuda>>(dev: &Cuda, case: &Case, tx: &
     {
         let grads = grads_of(&model, &g.w.data, &g.b.data);
         // The gradients are the fixture's, exactly (see the module docs).
-        assert_eq!(grads.get(&model.w).as_vec(), g.w.data, "{} grads w", case.name);
-        assert_eq!(grads.get(&model.b).as_vec(), g.b.data, "{} grads b", case.name);
+        assert_eq!(
+            grads.get(&model.w).as_vec(),
+            g.w.data,
+            "{} grads w",
+            case.name
+        );
+        assert_eq!(
+            grads.get(&model.b).as_vec(),
+            g.b.data,
+            "{} grads b",
+            case.name
+        );
         if fused {
             tx.apply_model(&mut state, grads, &mut model).unwrap();
         } else {

@@ -51,7 +51,10 @@ struct MlpState {
     steps: usize,
 }
 
-type MlpBatch = (Tensor<Rank2<8, 6>, f32, Cuda>, Tensor<Rank1<8>, usize, Cuda>);
+type MlpBatch = (
+    Tensor<Rank2<8, 6>, f32, Cuda>,
+    Tensor<Rank1<8>, usize, Cuda>,
+);
 
 /// Same parameters for every call with the same seed: built on the Cpu from
 /// the seed, then copied to the device.
@@ -132,7 +135,10 @@ fn cuda_scan_equals_k_plain_calls_bit_for_bit() {
     // Five sequential Adam updates really moved the parameters, and the
     // loss is finite.
     assert_ne!(mlp_params(&scanned), mlp_params(&mlp_init(&cuda, 1)));
-    assert!(plain_losses.iter().all(|l| l.is_finite()), "{plain_losses:?}");
+    assert!(
+        plain_losses.iter().all(|l| l.is_finite()),
+        "{plain_losses:?}"
+    );
 }
 
 /// `scan!` with a `const` K (the rolled form) on Cuda: also bit for bit.
@@ -340,7 +346,10 @@ fn cuda_cnn_scan_equals_plain_calls_within_rounding() {
     assert_eq!(a.len(), b.len());
     for (k, want) in &b {
         let w = worst(&a[k].data, &want.data);
-        assert!(w <= 1e-5, "{k}: scan vs plain, worst relative difference {w}");
+        assert!(
+            w <= 1e-5,
+            "{k}: scan vs plain, worst relative difference {w}"
+        );
     }
     assert_eq!(scanned.step(), 5);
     assert_eq!(plain.step(), 5);
