@@ -115,7 +115,7 @@ fn cuda_scan_equals_k_plain_calls_bit_for_bit() {
 
     let mut plain = mlp_init(&cuda, 1);
     let mut plain_losses = Vec::new();
-    for (x, y) in bs.iter().cloned() {
+    for (x, y) in &bs {
         let (s, l) = mlp_step(plain, (x.to_device(&cuda), y.to_device(&cuda)));
         plain = s;
         plain_losses.push(l.array());
