@@ -1,0 +1,414 @@
+//! flaxen's conv and pooling layers on dfdx's `Cuda` device (the composite
+//! gather + matmul path of `FlaxenDevice for Cuda`).
+//!
+//! 1. Flax parity, as `tests/layers_fixtures.rs` on `Cpu`: every case of
+//!    `tests/fixtures/flax_conv_pool.json`, forward values and the gradients
+//!    of `loss = sum(y * loss_weights_r)` w.r.t. the input, the kernel and
+//!    the bias, in f32 and f64. Tolerance (as on Cpu): `|cuda - flax| <=
+//!    1e-4 * max(|flax|, 1)` per element.
+//! 2. Cuda == Cpu on random cases: the same layer (parameters built on Cpu
+//!    and moved with `to_device`) on the same inputs, `Const` and `usize`
+//!    batch, forward and every gradient. Tolerance: in f32 `|cuda - cpu| <=
+//!    1e-5 + 1e-4 * |cpu|` (`tests/cuda_smoke.rs`: cuBLAS and flaxen's CPU
+//!    gemm sum in different orders); in f64 `<= 1e-10 + 1e-10 * |cpu|` (about
+//!    the tolerance `tests/layers_composite.rs` holds the CPU kernels to
+//!    against the composite path).
+//!
+//! Without a GPU this file still has to compile: see docs/cuda.md.
+#![cfg(feature = "cuda")]
+
+#[path = "common/cuda.rs"]
+mod cuda_common;
+
+use cuda_common::{assert_close_f32, assert_close_f64, ATOL, RTOL};
+use flaxen::dfdx::nn::ToDevice;
+use flaxen::prelude::*;
+use flaxen::runtime::layers::{builder, conv_out_size, same_padding, AvgPool2D, MaxPool2D};
+use serde::Deserialize;
+
+// ---------------------------------------------------------------- fixtures
+
+#[derive(Deserialize)]
+struct Arr {
+    shape: Vec<usize>,
+    data: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+struct ConvCase {
+    layer: String,
+    x: Arr,
+    kernel_oihw: Arr,
+    bias: Arr,
+    y: Arr,
+    loss_weights_r: Arr,
+    grad_x: Arr,
+    grad_kernel_oihw: Arr,
+    grad_bias: Arr,
+}
+
+#[derive(Deserialize)]
+struct PoolCase {
+    layer: String,
+    x: Arr,
+    y: Arr,
+    loss_weights_r: Arr,
+    grad_x: Arr,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    conv: Vec<ConvCase>,
+    pool: Vec<PoolCase>,
+}
+
+fn fixture() -> Fixture {
+    let text = include_str!("fixtures/flax_conv_pool.json");
+    serde_json::from_str(text).expect("fixture parses")
+}
+
+fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
+    assert_eq!(got.len(), want.data.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
+        let g = g.to_f64().unwrap();
+        let tol = 1e-4 * w.abs().max(1.0);
+        assert!((g - w).abs() <= tol, "{what}[{i}]: cuda {g}, flax {w}");
+    }
+}
+
+fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
+    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
+}
+
+macro_rules! pad {
+    (SAME, $size:literal, $k:literal, $s:literal) => {
+        same_padding($size, $k, $s)
+    };
+    (VALID, $size:literal, $k:literal, $s:literal) => {
+        (0, 0)
+    };
+}
+
+macro_rules! conv_case {
+    ($dev:expr, $case:expr, $e:ty, $layer:literal,
+     [$b:literal, $c:literal, $h:literal, $w:literal] -> [$o:literal, $oh:literal, $ow:literal],
+     k = ($kh:literal, $kw:literal), s = ($sh:literal, $sw:literal), pad = $pad:ident) => {{
+        let dev: &Cuda = $dev;
+        let case: &ConvCase = $case;
+        assert_eq!(case.layer, $layer);
+        assert_eq!(case.x.shape, [$b, $c, $h, $w]);
+        assert_eq!(case.y.shape, [$b, $o, $oh, $ow]);
+        const PH: (usize, usize) = pad!($pad, $h, $kh, $sh);
+        const PW: (usize, usize) = pad!($pad, $w, $kw, $sw);
+        type L = builder::Conv2D<
+            $c, $o, $kh, $kw, $sh, $sw, { PH.0 }, { PH.1 }, { PW.0 }, { PW.1 }, $h, $w, $oh, $ow,
+        >;
+        let mut conv = dev.build_module::<L, $e>();
+        conv.weight.copy_from(&cast::<$e>(&case.kernel_oihw));
+        conv.bias.copy_from(&cast::<$e>(&case.bias));
+        let x: Tensor<Rank4<$b, $c, $h, $w>, $e, Cuda> =
+            dev.tensor_from_vec(cast(&case.x), Default::default());
+        let r: Tensor<Rank4<$b, $o, $oh, $ow>, $e, Cuda> =
+            dev.tensor_from_vec(cast(&case.loss_weights_r), Default::default());
+        let y = conv.forward(x.leaky_trace());
+        assert_flax(concat!($layer, " y"), &y.as_vec(), &case.y);
+        let grads = (y * r).sum().backward();
+        assert_flax(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
+        assert_flax(
+            concat!($layer, " grad_kernel"),
+            &grads.get(&conv.weight).as_vec(),
+            &case.grad_kernel_oihw,
+        );
+        assert_flax(concat!($layer, " grad_bias"), &grads.get(&conv.bias).as_vec(), &case.grad_bias);
+    }};
+}
+
+macro_rules! pool_case {
+    ($dev:expr, $case:expr, $e:ty, $pool:ident, $layer:literal,
+     [$b:literal, $c:literal, $h:literal, $w:literal] -> [$oh:literal, $ow:literal],
+     k = ($kh:literal, $kw:literal), s = ($sh:literal, $sw:literal), pad = $pad:ident) => {{
+        let dev: &Cuda = $dev;
+        let case: &PoolCase = $case;
+        assert_eq!(case.layer, $layer);
+        assert_eq!(case.x.shape, [$b, $c, $h, $w]);
+        assert_eq!(case.y.shape, [$b, $c, $oh, $ow]);
+        const PH: (usize, usize) = pad!($pad, $h, $kh, $sh);
+        const PW: (usize, usize) = pad!($pad, $w, $kw, $sw);
+        let pool = $pool::<$c, $kh, $kw, $sh, $sw, { PH.0 }, { PH.1 }, { PW.0 }, { PW.1 }, $h, $w, $oh, $ow>;
+        let x: Tensor<Rank4<$b, $c, $h, $w>, $e, Cuda> =
+            dev.tensor_from_vec(cast(&case.x), Default::default());
+        let r: Tensor<Rank4<$b, $c, $oh, $ow>, $e, Cuda> =
+            dev.tensor_from_vec(cast(&case.loss_weights_r), Default::default());
+        let y = pool.forward(x.leaky_trace());
+        assert_flax(concat!($layer, " y"), &y.as_vec(), &case.y);
+        let grads = (y * r).sum().backward();
+        assert_flax(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
+    }};
+}
+
+macro_rules! all_conv_cases {
+    ($dev:expr, $e:ty) => {{
+        let f = fixture();
+        assert_eq!(f.conv.len(), 6, "a new conv case needs a line here");
+        conv_case!($dev, &f.conv[0], $e,
+            "Conv(features=4, kernel_size=(3, 3), strides=(1, 1), padding='SAME')",
+            [2, 3, 7, 6] -> [4, 7, 6], k = (3, 3), s = (1, 1), pad = SAME);
+        conv_case!($dev, &f.conv[1], $e,
+            "Conv(features=4, kernel_size=(3, 3), strides=(1, 1), padding='VALID')",
+            [2, 3, 7, 6] -> [4, 5, 4], k = (3, 3), s = (1, 1), pad = VALID);
+        conv_case!($dev, &f.conv[2], $e,
+            "Conv(features=5, kernel_size=(3, 3), strides=(2, 2), padding='SAME')",
+            [2, 3, 8, 9] -> [5, 4, 5], k = (3, 3), s = (2, 2), pad = SAME);
+        conv_case!($dev, &f.conv[3], $e,
+            "Conv(features=3, kernel_size=(5, 5), strides=(2, 2), padding='VALID')",
+            [1, 2, 9, 9] -> [3, 3, 3], k = (5, 5), s = (2, 2), pad = VALID);
+        conv_case!($dev, &f.conv[4], $e,
+            "Conv(features=2, kernel_size=(2, 3), strides=(1, 2), padding='SAME')",
+            [2, 1, 6, 5] -> [2, 6, 3], k = (2, 3), s = (1, 2), pad = SAME);
+        conv_case!($dev, &f.conv[5], $e,
+            "Conv(features=3, kernel_size=(1, 1), strides=(1, 1), padding='SAME')",
+            [2, 4, 5, 5] -> [3, 5, 5], k = (1, 1), s = (1, 1), pad = SAME);
+    }};
+}
+
+macro_rules! all_pool_cases {
+    ($dev:expr, $e:ty) => {{
+        let f = fixture();
+        assert_eq!(f.pool.len(), 5, "a new pool case needs a line here");
+        pool_case!($dev, &f.pool[0], $e, AvgPool2D,
+            "avg_pool(window_shape=(2, 2), strides=(2, 2), padding='VALID')",
+            [2, 3, 6, 6] -> [3, 3], k = (2, 2), s = (2, 2), pad = VALID);
+        pool_case!($dev, &f.pool[1], $e, MaxPool2D,
+            "max_pool(window_shape=(2, 2), strides=(2, 2), padding='VALID')",
+            [2, 3, 6, 6] -> [3, 3], k = (2, 2), s = (2, 2), pad = VALID);
+        pool_case!($dev, &f.pool[2], $e, AvgPool2D,
+            "avg_pool(window_shape=(3, 3), strides=(2, 2), padding='VALID')",
+            [2, 2, 7, 7] -> [3, 3], k = (3, 3), s = (2, 2), pad = VALID);
+        pool_case!($dev, &f.pool[3], $e, MaxPool2D,
+            "max_pool(window_shape=(3, 3), strides=(1, 1), padding='SAME')",
+            [2, 2, 7, 5] -> [7, 5], k = (3, 3), s = (1, 1), pad = SAME);
+        pool_case!($dev, &f.pool[4], $e, AvgPool2D,
+            "avg_pool(window_shape=(2, 2), strides=(1, 1), padding='VALID')",
+            [1, 2, 5, 5] -> [4, 4], k = (2, 2), s = (1, 1), pad = VALID);
+    }};
+}
+
+#[test]
+fn cuda_conv_matches_flax_f32() {
+    all_conv_cases!(&Cuda::default(), f32);
+}
+
+#[test]
+fn cuda_conv_matches_flax_f64() {
+    all_conv_cases!(&Cuda::default(), f64);
+}
+
+#[test]
+fn cuda_pool_matches_flax_f32() {
+    all_pool_cases!(&Cuda::default(), f32);
+}
+
+#[test]
+fn cuda_pool_matches_flax_f64() {
+    all_pool_cases!(&Cuda::default(), f64);
+}
+
+// ------------------------------------------------------- Cuda == Cpu kernels
+
+/// Compares Cpu and Cuda results of one dtype with that dtype's tolerance.
+trait Compare: Dtype {
+    fn compare(what: &str, cpu: &[Self], cuda: &[Self]);
+}
+
+impl Compare for f32 {
+    fn compare(what: &str, cpu: &[f32], cuda: &[f32]) {
+        assert_close_f32(what, cpu, cuda, ATOL, RTOL);
+    }
+}
+
+impl Compare for f64 {
+    fn compare(what: &str, cpu: &[f64], cuda: &[f64]) {
+        assert_close_f64(what, cpu, cuda, 1e-10, 1e-10);
+    }
+}
+
+macro_rules! conv_cuda_vs_cpu {
+    ($name:ident, $e:ty, c = $c:literal, o = $o:literal, k = ($kh:literal, $kw:literal),
+     s = ($sh:literal, $sw:literal), pad = ($pt:expr, $pb:expr, $pl:expr, $pr:expr),
+     hw = ($h:literal, $w:literal)) => {
+        #[test]
+        fn $name() {
+            const P: [usize; 4] = [$pt, $pb, $pl, $pr];
+            const OH: usize = conv_out_size($h, $kh, $sh, P[0], P[1]);
+            const OW: usize = conv_out_size($w, $kw, $sw, P[2], P[3]);
+            type L = builder::Conv2D<
+                $c, $o, $kh, $kw, $sh, $sw, { P[0] }, { P[1] }, { P[2] }, { P[3] }, $h, $w, OH, OW,
+            >;
+            let cpu = Cpu::seed_from_u64(5);
+            let cuda = Cuda::default();
+            let mut conv = cpu.build_module::<L, $e>();
+            conv.bias = cpu.sample_normal();
+            let gconv = conv.to_device(&cuda);
+            let cmp = <$e as Compare>::compare;
+
+            // Const batch.
+            let x: Tensor<Rank4<3, $c, $h, $w>, $e, Cpu> = cpu.sample_normal();
+            let r: Tensor<Rank4<3, $o, OH, OW>, $e, Cpu> = cpu.sample_normal();
+            let (gx, gr) = (x.to_device(&cuda), r.to_device(&cuda));
+            let y = conv.forward(x.leaky_trace());
+            let gy = gconv.forward(gx.leaky_trace());
+            cmp("y", &y.as_vec(), &gy.as_vec());
+            cmp("y, no tape", &conv.forward(x.clone()).as_vec(), &gconv.forward(gx.clone()).as_vec());
+            let g = (y * r).sum().backward();
+            let gg = (gy * gr).sum().backward();
+            cmp("grad x", &g.get(&x).as_vec(), &gg.get(&gx).as_vec());
+            cmp("grad w", &g.get(&conv.weight).as_vec(), &gg.get(&gconv.weight).as_vec());
+            cmp("grad b", &g.get(&conv.bias).as_vec(), &gg.get(&gconv.bias).as_vec());
+
+            // usize batch.
+            let x: Tensor<(usize, Const<$c>, Const<$h>, Const<$w>), $e, Cpu> =
+                cpu.sample_normal_like(&(5, Const, Const, Const));
+            let r: Tensor<(usize, Const<$o>, Const<OH>, Const<OW>), $e, Cpu> =
+                cpu.sample_normal_like(&(5, Const, Const, Const));
+            let (gx, gr) = (x.to_device(&cuda), r.to_device(&cuda));
+            let y = conv.forward(x.leaky_trace());
+            let gy = gconv.forward(gx.leaky_trace());
+            assert_eq!(gy.shape().0, 5);
+            cmp("usize y", &y.as_vec(), &gy.as_vec());
+            let g = (y * r).sum().backward();
+            let gg = (gy * gr).sum().backward();
+            cmp("usize grad x", &g.get(&x).as_vec(), &gg.get(&gx).as_vec());
+            cmp("usize grad w", &g.get(&conv.weight).as_vec(), &gg.get(&gconv.weight).as_vec());
+            cmp("usize grad b", &g.get(&conv.bias).as_vec(), &gg.get(&gconv.bias).as_vec());
+        }
+    };
+}
+
+conv_cuda_vs_cpu!(
+    conv_same_3x3_f32,
+    f32,
+    c = 3,
+    o = 4,
+    k = (3, 3),
+    s = (1, 1),
+    pad = (
+        same_padding(9, 3, 1).0,
+        same_padding(9, 3, 1).1,
+        same_padding(8, 3, 1).0,
+        same_padding(8, 3, 1).1
+    ),
+    hw = (9, 8)
+);
+conv_cuda_vs_cpu!(
+    conv_rect_strided_asymmetric_f32,
+    f32,
+    c = 2,
+    o = 3,
+    k = (3, 2),
+    s = (2, 3),
+    pad = (2, 0, 1, 2),
+    hw = (7, 8)
+);
+conv_cuda_vs_cpu!(
+    conv_valid_5x5_stride2_f64,
+    f64,
+    c = 2,
+    o = 3,
+    k = (5, 5),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (9, 10)
+);
+conv_cuda_vs_cpu!(
+    conv_same_3x3_f64,
+    f64,
+    c = 3,
+    o = 4,
+    k = (3, 3),
+    s = (1, 1),
+    pad = (1, 1, 1, 1),
+    hw = (9, 8)
+);
+
+macro_rules! pool_cuda_vs_cpu {
+    ($name:ident, $e:ty, $pool:ident, c = $c:literal, k = ($kh:literal, $kw:literal),
+     s = ($sh:literal, $sw:literal), pad = ($pt:literal, $pb:literal, $pl:literal, $pr:literal),
+     hw = ($h:literal, $w:literal)) => {
+        #[test]
+        fn $name() {
+            const OH: usize = conv_out_size($h, $kh, $sh, $pt, $pb);
+            const OW: usize = conv_out_size($w, $kw, $sw, $pl, $pr);
+            type L = $pool<$c, $kh, $kw, $sh, $sw, $pt, $pb, $pl, $pr, $h, $w, OH, OW>;
+            let cpu = Cpu::seed_from_u64(6);
+            let cuda = Cuda::default();
+            let cmp = <$e as Compare>::compare;
+            for batch in [1usize, 4] {
+                let x: Tensor<(usize, Const<$c>, Const<$h>, Const<$w>), $e, Cpu> =
+                    cpu.sample_normal_like(&(batch, Const, Const, Const));
+                let r: Tensor<(usize, Const<$c>, Const<OH>, Const<OW>), $e, Cpu> =
+                    cpu.sample_normal_like(&(batch, Const, Const, Const));
+                let (gx, gr) = (x.to_device(&cuda), r.to_device(&cuda));
+                let y = L::default().forward(x.leaky_trace());
+                let gy = L::default().forward(gx.leaky_trace());
+                cmp("y", &y.as_vec(), &gy.as_vec());
+                cmp(
+                    "y, no tape",
+                    &L::default().forward(x.clone()).as_vec(),
+                    &L::default().forward(gx.clone()).as_vec(),
+                );
+                let g = (y * r).sum().backward();
+                let gg = (gy * gr).sum().backward();
+                cmp("grad x", &g.get(&x).as_vec(), &gg.get(&gx).as_vec());
+            }
+            // Const batch.
+            let x: Tensor<Rank4<2, $c, $h, $w>, $e, Cpu> = cpu.sample_normal();
+            let gx = x.to_device(&cuda);
+            cmp(
+                "Const batch y",
+                &L::default().forward(x).as_vec(),
+                &L::default().forward(gx).as_vec(),
+            );
+        }
+    };
+}
+
+pool_cuda_vs_cpu!(
+    avg_pool_2x2_f32,
+    f32,
+    AvgPool2D,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_cuda_vs_cpu!(
+    avg_pool_padded_rect_f64,
+    f64,
+    AvgPool2D,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);
+pool_cuda_vs_cpu!(
+    max_pool_2x2_f32,
+    f32,
+    MaxPool2D,
+    c = 3,
+    k = (2, 2),
+    s = (2, 2),
+    pad = (0, 0, 0, 0),
+    hw = (6, 7)
+);
+pool_cuda_vs_cpu!(
+    max_pool_padded_rect_f32,
+    f32,
+    MaxPool2D,
+    c = 2,
+    k = (3, 2),
+    s = (2, 1),
+    pad = (1, 2, 0, 1),
+    hw = (7, 5)
+);
