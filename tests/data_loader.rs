@@ -126,6 +126,15 @@ fn small_dataset_and_wrong_shape_are_errors() {
     assert!(err
         .to_string()
         .contains("10 examples, fewer than one batch of 16"));
+    // Without drop_last, a small set is one short batch per epoch.
+    let mut small = L::<16>::new(ramp(10), &dev, LoaderConfig::new(0).drop_last(false)).unwrap();
+    assert_eq!(small.batches_per_epoch(), 1);
+    assert!(matches!(
+        small.next_batch(),
+        Err(DataError::PartialBatch { .. })
+    ));
+    let (x, y) = small.next_batch_dyn().unwrap();
+    assert_eq!((x.shape().0, y.shape().0), (10, 10));
     let err =
         Loader::<Rank1<3>, 2, f32, Cpu>::new(ramp(10), &dev, LoaderConfig::new(0)).unwrap_err();
     assert!(

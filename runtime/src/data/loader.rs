@@ -163,8 +163,10 @@ where
 {
     /// A loader over `dataset` that puts batches on `dev`.
     ///
-    /// Fails if the dataset's example shape is not `S`, or if it holds fewer
-    /// than `B` examples.
+    /// Fails if the dataset's example shape is not `S`, if it is empty, or
+    /// if it holds fewer than `B` examples and `drop_last` is on (no batch
+    /// could ever be made). Without `drop_last` a small dataset is one short
+    /// batch per epoch, for [`Loader::next_batch_dyn`] (e.g. a small test set).
     pub fn new(
         dataset: impl Dataset + 'static,
         dev: &D,
@@ -181,7 +183,7 @@ where
         if B == 0 {
             return Err(DataError::Invalid("the batch size is 0".into()));
         }
-        if dataset.len() < B {
+        if dataset.is_empty() || (config.drop_last && dataset.len() < B) {
             return Err(DataError::TooSmall {
                 len: dataset.len(),
                 batch: B,
