@@ -33,8 +33,6 @@
 //! Without a GPU this file still has to compile: see docs/cuda.md.
 #![cfg(feature = "cuda")]
 
-use std::collections::BTreeMap;
-
 use flaxen::dfdx::nn::ToDevice;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
@@ -180,129 +178,16 @@ fn cuda_step_k_slices_exactly_one_batch() {
 
 // ------------------------------------------------ 2. + 3. the Flax CNN
 
-/// The fixture's network (as in `tests/scan_flax.rs`).
-pub struct SmallCnn;
+#[path = "common/flax_cnn.rs"]
+mod flax_cnn;
 
-#[compact]
-impl SmallCnn {
-    fn forward(x: Input<1, 8, 8>) {
-        let x = relu(Conv(8, (3, 3))(x));
-        let x = avg_pool(x, (2, 2), strides = (2, 2));
-        let x = relu(Conv(16, (3, 3))(x));
-        let x = avg_pool(x, (2, 2), strides = (2, 2));
-        let x = relu(Dense(32)(flatten(x)));
-        Dense(10)(x)
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct Arr {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Fixture {
-    k_steps: usize,
-    init_params: BTreeMap<String, Arr>,
-    final_params: BTreeMap<String, Arr>,
-    xs: Arr,
-    labels: Vec<Vec<usize>>,
-    losses: Vec<f32>,
-}
-
-fn fixture() -> Fixture {
-    serde_json::from_str(include_str!("fixtures/flax_cnn_scan5.json")).unwrap()
-}
-
-type CnnNet = <SmallCnn as BuildOnDevice<Cuda, f32>>::Built;
-type CnnState = TrainState<CnnNet, flaxen::runtime::optim::Adam<f64>, f32, Cuda>;
-type CnnBatch = (
-    Tensor<Rank4<4, 1, 8, 8>, f32, Cuda>,
-    Tensor<Rank1<4>, usize, Cuda>,
-);
-
-fn cnn_step(mut state: CnnState, (x, y): CnnBatch) -> (CnnState, Loss<f32, Cuda>) {
-    let (loss, grads) = state
-        .value_and_grad(|model, tape| {
-            let logits = model.forward(x.put_tape(tape));
-            softmax_cross_entropy_with_integer_labels(logits, y).mean()
-        })
-        .unwrap();
-    state.apply_gradients(grads).unwrap();
-    (state, loss)
-}
-
-/// Flax's parameter names -> the DSL's tensor keys.
-fn key(flax: &str) -> String {
-    flax.replace("_oihw", "")
-        .replace("_out_in", "")
-        .replace("conv0", "conv_0")
-        .replace("conv1", "conv_1")
-        .replace("dense0", "dense_0")
-        .replace("dense1", "dense_1")
-}
-
-fn to_map(f: &BTreeMap<String, Arr>) -> StateMap<f32> {
-    f.iter()
-        .map(|(k, a)| {
-            let t = flaxen::runtime::state::HostTensor {
-                shape: a.shape.clone(),
-                data: a.data.clone(),
-            };
-            (key(k), t)
-        })
-        .collect()
-}
-
-/// The fixture's initial state on `cuda`.
-fn cnn_init(cuda: &Cuda, f: &Fixture) -> CnnState {
-    let mut model = cuda.build_module::<SmallCnn, f32>();
-    flaxen::runtime::checkpoint::load_module_state(&mut model, "", &to_map(&f.init_params))
-        .unwrap();
-    TrainState::create(model, adam(1e-3)).unwrap()
-}
-
-fn saved(state: &CnnState) -> StateMap<f32> {
-    let mut got = StateMap::new();
-    flaxen::runtime::checkpoint::save_module_state(&state.params, "", &mut got);
-    got
-}
-
-/// The largest `|a - b| / max(|b|, 1)`.
-fn worst(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-        .fold(0.0, f32::max)
-}
+// The fixture's network, state, step and the Flax parity check, on Cuda (the
+// same code `tests/scan_flax.rs` runs on the Cpu).
+flax_cnn::small_cnn_on!(Cuda);
 
 #[test]
 fn cuda_scan5_reproduces_flax_losses_and_final_params() {
-    let f = fixture();
-    assert_eq!(f.k_steps, 5);
-    let cuda = Cuda::default();
-    let state = cnn_init(&cuda, &f);
-
-    let xs: Tensor<Rank5<5, 4, 1, 8, 8>, f32, Cuda> = cuda.tensor(f.xs.data.clone());
-    let ys: Tensor<Rank2<5, 4>, usize, Cuda> = cuda.tensor(f.labels.concat());
-    let (state, losses) = scan!(5, cnn_step, state, (xs, ys));
-
-    for (i, (got, want)) in losses.array().iter().zip(&f.losses).enumerate() {
-        assert!(
-            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
-            "loss {i}: cuda {got} vs Flax {want}"
-        );
-    }
-    let got = saved(&state);
-    for (k, want) in to_map(&f.final_params) {
-        let g = &got[&k];
-        assert_eq!(g.shape, want.shape, "{k}");
-        let w = worst(&g.data, &want.data);
-        assert!(w <= 1e-4, "{k}: worst relative error {w} vs Flax");
-    }
-    assert_eq!(state.step(), 5);
+    scan5_matches_flax(&Cuda::default());
 }
 
 /// Tolerance (see the module docs for why not bit for bit): the only
@@ -318,7 +203,7 @@ fn cuda_scan5_reproduces_flax_losses_and_final_params() {
 /// dead ReLU units, zero on every device), so `dθ` stays near 1e-8.
 #[test]
 fn cuda_cnn_scan_equals_plain_calls_within_rounding() {
-    let f = fixture();
+    let f = flax_cnn::fixture();
     let cuda = Cuda::default();
     let n = 4 * 64;
     let mut plain = cnn_init(&cuda, &f);
@@ -336,7 +221,7 @@ fn cuda_cnn_scan_equals_plain_calls_within_rounding() {
     let ys: Tensor<Rank2<5, 4>, usize, Cuda> = cuda.tensor(f.labels.concat());
     let (scanned, losses) = scan!(5, cnn_step, cnn_init(&cuda, &f), (xs, ys));
 
-    let lw = worst(&losses.array(), &plain_losses);
+    let lw = flax_cnn::worst(&losses.array(), &plain_losses);
     assert!(
         lw <= 1e-6,
         "losses: scan {:?} vs plain {plain_losses:?} (worst {lw})",
@@ -345,7 +230,7 @@ fn cuda_cnn_scan_equals_plain_calls_within_rounding() {
     let (a, b) = (saved(&scanned), saved(&plain));
     assert_eq!(a.len(), b.len());
     for (k, want) in &b {
-        let w = worst(&a[k].data, &want.data);
+        let w = flax_cnn::worst(&a[k].data, &want.data);
         assert!(
             w <= 1e-5,
             "{k}: scan vs plain, worst relative difference {w}"
