@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
-use flaxen::runtime::layers::{AvgPool2D, Flatten2D};
+use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad};
 
 const BATCH: usize = 32;
 
@@ -97,7 +97,8 @@ macro_rules! bench {
         let mut last_loss = 0.0f32;
         let mut step = |i: usize, grads: Gradients<f32, Cpu>| {
             let (x, y) = &batches[i % batches.len()];
-            let logits = model.forward_mut(x.clone().traced(grads));
+            // The input batch needs no gradient (see `NoInputGrad`).
+            let logits = model.forward_mut(NoInputGrad(x.clone().traced(grads)));
             let loss = cross_entropy_with_logits_loss(logits, y.clone());
             last_loss = loss.array();
             let mut grads = loss.backward();

@@ -291,3 +291,34 @@ fn non_contiguous_inputs() {
 fn pool_geometry() -> flaxen::runtime::layers::Window2D {
     MaxPool2D::<2, 2, 2, 1, 1, 0, 1, 0, 1, 5, 4, 5, 4>::GEOMETRY
 }
+
+/// `NoInputGrad` changes nothing but the input's gradient: the parameters'
+/// gradients match the plain call's, and the input gets none.
+#[test]
+fn no_input_grad_keeps_parameter_gradients() {
+    use flaxen::runtime::layers::NoInputGrad;
+    type L = builder::Conv2D<2, 3, 3, 3, 2, 1, 1, 1, 0, 2, 7, 6, 4, 6>;
+    let dev: Cpu = Default::default();
+    let conv = dev.build_module::<L, f64>();
+    let x: Tensor<Rank4<5, 2, 7, 6>, f64, _> = dev.sample_normal();
+    let probe: Tensor<Rank4<5, 3, 4, 6>, f64, _> = dev.sample_normal();
+    let plain = (conv.forward(x.leaky_trace()) * probe.clone())
+        .sum()
+        .backward();
+    let skipped = (conv.forward(NoInputGrad(x.leaky_trace())) * probe)
+        .sum()
+        .backward();
+    assert_same(
+        "weight",
+        &skipped.get(&conv.weight).as_vec(),
+        &plain.get(&conv.weight).as_vec(),
+    );
+    assert_same(
+        "bias",
+        &skipped.get(&conv.bias).as_vec(),
+        &plain.get(&conv.bias).as_vec(),
+    );
+    assert!(plain.get(&x).as_vec().iter().any(|&v| v != 0.0));
+    let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| skipped.get(&x)));
+    assert!(missing.is_err(), "x has no gradient");
+}

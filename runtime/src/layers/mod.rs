@@ -41,7 +41,7 @@ mod device;
 mod flatten;
 mod pool;
 
-pub use conv::Conv2D;
+pub use conv::{Conv2D, NoInputGrad};
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
 pub use pool::{AvgPool2D, MaxPool2D};

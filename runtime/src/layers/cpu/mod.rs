@@ -42,7 +42,9 @@ fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }
 
-/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d).
+/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d);
+/// without `input_grad` the backward pass leaves `x`'s gradient alone
+/// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)).
 pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     geom: &ConvGeometry,
@@ -50,6 +52,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     weight: &Tensor<K, E, Cpu>,
     bias: &Tensor<Bs, E, Cpu>,
     y_shape: Y,
+    input_grad: bool,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
     let chw = geom.c * geom.win.in_plane();
     let numel = x.shape().num_elements();
@@ -77,7 +80,10 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
         let geom = *geom;
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            let dx = match input_grad {
+                true => Some(&mut grads.get_or_alloc_mut(&x_ghost)?[..]),
+                false => None,
+            };
             let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx);
             add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
             add_into(grads.get_or_alloc_mut(&b_ghost)?, &db);
