@@ -1,5 +1,5 @@
-//! Training throughput of two small CNNs built by hand from flaxen's layers,
-//! dfdx's `Linear` and `ReLU`, trained with dfdx's Adam (lr 1e-3) on random
+//! Training throughput of two small CNNs built by hand from flaxen's layers
+//! (`Conv2D`, `AvgPool2D`, `Flatten2D`, `Dense`) and dfdx's `ReLU`, trained with dfdx's Adam (lr 1e-3) on random
 //! 1x28x28 inputs, batch 32. Prints one JSON line per workload.
 //!
 //! ```text
@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
+use flaxen::runtime::layers::builder::Dense;
 use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad};
 
 const BATCH: usize = 32;
@@ -42,7 +43,7 @@ type W1 = (
     ReLU,
     Pool1,
     Flatten2D<32, 14, 14, 6272>,
-    Linear<6272, 10>,
+    Dense<6272, 10>,
 );
 
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> Conv 64 3x3 SAME -> relu ->
@@ -52,9 +53,9 @@ type W2 = (
     (Conv2, ReLU, Pool2),
     (
         Flatten2D<64, 7, 7, 3136>,
-        Linear<3136, 256>,
+        Dense<3136, 256>,
         ReLU,
-        Linear<256, 10>,
+        Dense<256, 10>,
     ),
 );
 

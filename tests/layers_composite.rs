@@ -322,3 +322,38 @@ fn no_input_grad_keeps_parameter_gradients() {
     let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| skipped.get(&x)));
     assert!(missing.is_err(), "x has no gradient");
 }
+
+/// flaxen's `Dense` (its own CPU kernel) against dfdx's `Linear` with the
+/// same parameters: outputs and all gradients, on a small product and on
+/// one large enough for gemm's threaded path, with a `usize` batch.
+#[test]
+fn dense_matches_dfdx_linear() {
+    fn check<const I: usize, const O: usize>(batch: usize) {
+        let dev: Cpu = Default::default();
+        let mut linear = dev.build_module::<Linear<I, O>, f64>();
+        let mut dense = dev.build_module::<builder::Dense<I, O>, f64>();
+        dense.weight = linear.weight.clone();
+        dense.bias = dev.sample_normal();
+        linear.bias = dense.bias.clone();
+        let x: Tensor<(usize, Const<I>), f64, _> = dev.sample_normal_like(&(batch, Const));
+        let probe: Tensor<(usize, Const<O>), f64, _> = dev.sample_normal_like(&(batch, Const));
+        let ya = dense.forward(x.leaky_trace());
+        let yb = linear.forward(x.leaky_trace());
+        assert_same("y", &ya.as_vec(), &yb.as_vec());
+        let ga = (ya * probe.clone()).sum().backward();
+        let gb = (yb * probe).sum().backward();
+        assert_same("dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+        assert_same(
+            "dw",
+            &ga.get(&dense.weight).as_vec(),
+            &gb.get(&linear.weight).as_vec(),
+        );
+        assert_same(
+            "db",
+            &ga.get(&dense.bias).as_vec(),
+            &gb.get(&linear.bias).as_vec(),
+        );
+    }
+    check::<7, 5>(3);
+    check::<400, 300>(9);
+}

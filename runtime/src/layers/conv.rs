@@ -133,8 +133,8 @@ pub struct Conv2D<
 /// a standard normal truncated to `[-2, 2]`, scaled so that the result has
 /// variance `1 / fan_in`.
 #[derive(Debug, Clone, Copy)]
-struct LecunNormal {
-    fan_in: usize,
+pub(super) struct LecunNormal {
+    pub(super) fan_in: usize,
 }
 
 impl<E: Dtype> Distribution<E> for LecunNormal {

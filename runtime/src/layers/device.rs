@@ -4,6 +4,9 @@ use dfdx::prelude::*;
 
 use super::{cpu, ConvGeometry, PoolKind, Window2D};
 
+/// A batch of `N`-feature rows, the output of `FlaxenDevice::try_dense`.
+type Batch<B, const N: usize, E, D, T> = Tensor<(B, Const<N>), E, D, T>;
+
 /// A dfdx device that can run flaxen's convolution and pooling, forward and
 /// backward.
 ///
@@ -65,6 +68,20 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         self.try_conv2d(geom, x, weight, bias, y_shape)
     }
 
+    /// `y = x weight^T + bias` for a `(batch, I)` input and an `(O, I)`
+    /// weight (the [`Dense`](super::Dense) layer); records the backward pass
+    /// on `x`'s tape. The default is dfdx's `matmul` and `add`.
+    fn try_dense<B: Dim, const I: usize, const O: usize, T: Tape<E, Self>>(
+        &self,
+        x: Tensor<(B, Const<I>), E, Self, T>,
+        weight: &Tensor<Rank2<O, I>, E, Self>,
+        bias: &Tensor<Rank1<O>, E, Self>,
+    ) -> Result<Batch<B, O, E, Self, T>, Self::Err> {
+        let y = x.try_matmul(weight.retaped::<T>().try_permute()?)?;
+        let b = bias.retaped::<T>().try_broadcast_like(y.shape())?;
+        y.try_add(b)
+    }
+
     /// Pools every one of the `batch * channels` planes of `x` with the
     /// window `win`; records the backward pass on `x`'s tape.
     fn try_pool2d<X: Shape, Y: Shape, T: Tape<E, Self>>(
@@ -100,6 +117,16 @@ macro_rules! impl_with_cpu_kernels {
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
                 cpu::conv2d(self, geom, x, weight, bias, y_shape, false)
+            }
+
+            fn try_dense<B: Dim, const I: usize, const O: usize, T: Tape<$e, Self>>(
+                &self,
+                x: Tensor<(B, Const<I>), $e, Self, T>,
+                weight: &Tensor<Rank2<O, I>, $e, Self>,
+                bias: &Tensor<Rank1<O>, $e, Self>,
+            ) -> Result<Batch<B, O, $e, Self, T>, Self::Err> {
+                let batch = x.shape().0;
+                cpu::dense(self, x, weight, bias, (batch, Const))
             }
 
             fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(

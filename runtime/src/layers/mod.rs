@@ -37,11 +37,13 @@
 pub mod composite;
 mod conv;
 mod cpu;
+mod dense;
 mod device;
 mod flatten;
 mod pool;
 
 pub use conv::{Conv2D, NoInputGrad};
+pub use dense::Dense;
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
 pub use pool::{AvgPool2D, MaxPool2D};
@@ -49,6 +51,7 @@ pub use pool::{AvgPool2D, MaxPool2D};
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
     pub use super::conv::builder::Conv2D;
+    pub use super::dense::builder::Dense;
 }
 
 /// The padding `(low, high)` that XLA (and so Flax) uses for

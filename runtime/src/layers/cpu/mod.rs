@@ -8,6 +8,7 @@
 //! written, then put back.
 
 mod conv;
+mod dense;
 mod gemm;
 mod pool;
 mod scratch;
@@ -87,6 +88,39 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
             let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx);
             add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
             add_into(grads.get_or_alloc_mut(&b_ghost)?, &db);
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+/// See [`FlaxenDevice::try_dense`](super::FlaxenDevice::try_dense): `x` is
+/// `(batch, i)`, `weight` `(o, i)`, `bias` `(o,)`.
+pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<X, E, Cpu, T>,
+    weight: &Tensor<K, E, Cpu>,
+    bias: &Tensor<Bs, E, Cpu>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+    let o = bias.shape().num_elements();
+    let i = weight.shape().num_elements() / o.max(1);
+    let batch = x.shape().num_elements() / i.max(1);
+    let x = x.try_contiguous()?;
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let ws = host_vec(weight.clone())?;
+    let bs = host_vec(bias.clone())?;
+    let y = dev.try_tensor_from_vec(dense::forward(batch, i, o, &xs, &ws, &bs), y_shape)?;
+    if T::OWNS_TAPE {
+        let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            dense::backward_x(batch, i, o, &ws, &dy, grads.get_or_alloc_mut(&x_ghost)?);
+            dense::backward_w(batch, i, o, &xs, &dy, grads.get_or_alloc_mut(&w_ghost)?);
+            dense::backward_b(o, &dy, grads.get_or_alloc_mut(&b_ghost)?);
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
