@@ -1,6 +1,6 @@
 //! Training throughput of two small CNNs built by hand from flaxen's layers
-//! (`Conv2D`, `AvgPool2D`, `Flatten2D`, `Dense`) and dfdx's `ReLU`, trained with dfdx's Adam (lr 1e-3) on random
-//! 1x28x28 inputs, batch 32. Prints one JSON line per workload.
+//! (`Conv2D`, `Relu`, `AvgPool2D`, `Flatten2D`, `Dense`), trained with
+//! dfdx's Adam (lr 1e-3) on random 1x28x28 inputs, batch 32. Prints one JSON line per workload.
 //!
 //! ```text
 //! cargo run --release --example bench_layers            # full run
@@ -28,7 +28,7 @@ use std::time::Instant;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 use flaxen::runtime::layers::builder::Dense;
-use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad};
+use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad, Relu};
 
 const BATCH: usize = 32;
 
@@ -40,7 +40,7 @@ type Pool2 = AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>;
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> flatten -> Dense 10.
 type W1 = (
     Conv1,
-    ReLU,
+    Relu,
     Pool1,
     Flatten2D<32, 14, 14, 6272>,
     Dense<6272, 10>,
@@ -49,12 +49,12 @@ type W1 = (
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> Conv 64 3x3 SAME -> relu ->
 /// avg_pool 2/2 -> flatten -> Dense 256 -> relu -> Dense 10.
 type W2 = (
-    (Conv1, ReLU, Pool1),
-    (Conv2, ReLU, Pool2),
+    (Conv1, Relu, Pool1),
+    (Conv2, Relu, Pool2),
     (
         Flatten2D<64, 7, 7, 3136>,
         Dense<3136, 256>,
-        ReLU,
+        Relu,
         Dense<256, 10>,
     ),
 );

@@ -357,3 +357,27 @@ fn dense_matches_dfdx_linear() {
     check::<7, 5>(3);
     check::<400, 300>(9);
 }
+
+/// flaxen's `Relu` (its own CPU kernel) against dfdx's `relu`: values and
+/// the input gradient, with exact zeros in the input and the output used
+/// twice (gradients accumulate).
+#[test]
+fn relu_matches_dfdx() {
+    use flaxen::runtime::layers::Relu;
+    let dev: Cpu = Default::default();
+    let mut v: Vec<f64> = (0..70_001).map(|i| ((i as f64) * 0.37).sin()).collect();
+    v[5] = 0.0;
+    v[70_000] = -0.0;
+    let x: Tensor<(usize,), f64, _> = dev.tensor_from_vec(v, (70_001,));
+    let probe: Tensor<(usize,), f64, _> = dev.sample_normal_like(&(70_001,));
+    let ya = Relu.forward(x.leaky_trace());
+    let yb = x.leaky_trace().relu();
+    assert_same(
+        "y",
+        &ya.retaped::<NoneTape>().as_vec(),
+        &yb.retaped::<NoneTape>().as_vec(),
+    );
+    let ga = ((ya * probe.clone()).sum() + Relu.forward(x.leaky_trace()).sum()).backward();
+    let gb = ((yb * probe).sum() + x.leaky_trace().relu().sum()).backward();
+    assert_same("dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+}

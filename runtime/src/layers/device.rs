@@ -82,6 +82,15 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         y.try_add(b)
     }
 
+    /// `max(x, 0)` with dfdx's gradient (1 where `x > 0`), the
+    /// [`Relu`](super::Relu) layer. The default is dfdx's `relu`.
+    fn try_relu_fast<S: Shape, T: Tape<E, Self>>(
+        &self,
+        x: Tensor<S, E, Self, T>,
+    ) -> Result<Tensor<S, E, Self, T>, Self::Err> {
+        x.try_relu()
+    }
+
     /// Pools every one of the `batch * channels` planes of `x` with the
     /// window `win`; records the backward pass on `x`'s tape.
     fn try_pool2d<X: Shape, Y: Shape, T: Tape<E, Self>>(
@@ -127,6 +136,13 @@ macro_rules! impl_with_cpu_kernels {
             ) -> Result<Batch<B, O, $e, Self, T>, Self::Err> {
                 let batch = x.shape().0;
                 cpu::dense(self, x, weight, bias, (batch, Const))
+            }
+
+            fn try_relu_fast<S: Shape, T: Tape<$e, Self>>(
+                &self,
+                x: Tensor<S, $e, Self, T>,
+            ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
+                cpu::relu(self, x)
             }
 
             fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(

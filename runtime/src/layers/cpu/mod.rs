@@ -14,6 +14,7 @@ mod pool;
 mod scratch;
 
 use dfdx::prelude::*;
+use rayon::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
 use scratch::{Pooled, Scratch};
@@ -121,6 +122,56 @@ pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E,
             dense::backward_x(batch, i, o, &ws, &dy, grads.get_or_alloc_mut(&x_ghost)?);
             dense::backward_w(batch, i, o, &xs, &dy, grads.get_or_alloc_mut(&w_ghost)?);
             dense::backward_b(o, &dy, grads.get_or_alloc_mut(&b_ghost)?);
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+/// Elements per rayon task of the elementwise kernels: large enough that
+/// a task outweighs its scheduling, small enough to split a conv output.
+const ELEMWISE_CHUNK: usize = 1 << 15;
+
+/// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
+pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    let x = x.try_contiguous()?;
+    let shape = *x.shape();
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let n = xs.len();
+    let mut ys: Vec<E> = Vec::with_capacity(n);
+    ys.spare_capacity_mut()[..n]
+        .par_chunks_mut(ELEMWISE_CHUNK)
+        .zip(xs.par_chunks(ELEMWISE_CHUNK))
+        .for_each(|(y, x)| {
+            y.iter_mut().zip(x).for_each(|(y, &x)| {
+                y.write(x.max(E::zero()));
+            });
+        });
+    // SAFETY: the chunks above cover `0..n` and write every element.
+    unsafe { ys.set_len(n) };
+    let y = dev.try_tensor_from_vec(ys, shape)?;
+    if T::OWNS_TAPE {
+        let y_ghost = y.ghost();
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            dx.par_chunks_mut(ELEMWISE_CHUNK)
+                .zip(xs.par_chunks(ELEMWISE_CHUNK))
+                .zip(dy.par_chunks(ELEMWISE_CHUNK))
+                .for_each(|((dx, x), dy)| {
+                    // dfdx's `df(x) * g`, so a NaN or infinite `g` spreads
+                    // the same way; branch-free, so it vectorises.
+                    for ((d, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
+                        let df = if x > E::zero() { E::one() } else { E::zero() };
+                        *d += df * g;
+                    }
+                });
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
