@@ -10,7 +10,8 @@
 //! workload.)
 //!
 //! On Linux with glibc the benchmark first tells malloc to keep freed memory
-//! (`--system-malloc` skips this): dfdx allocates fresh buffers for every
+//! with `flaxen::runtime::malloc::keep_freed_memory()` (`--system-malloc`
+//! skips this): dfdx allocates fresh buffers for every
 //! activation and gradient each step, and glibc hands blocks over 128 KiB
 //! back to the kernel on free, so each step would page-fault all of them in
 //! again (measured: a third of W1's step). XLA avoids this with its own
@@ -129,28 +130,9 @@ macro_rules! bench {
     }};
 }
 
-/// Keeps freed heap memory in the process (see the module docs).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_memory() {
-    extern "C" {
-        fn mallopt(param: i32, value: i32) -> i32;
-    }
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_MMAP_THRESHOLD: i32 = -3;
-    // SAFETY: glibc's mallopt only changes allocator tuning; it is called
-    // before any other thread exists.
-    unsafe {
-        mallopt(M_MMAP_THRESHOLD, 32 << 20);
-        mallopt(M_TRIM_THRESHOLD, i32::MAX);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_memory() {}
-
 fn main() {
     if !std::env::args().any(|a| a == "--system-malloc") {
-        keep_freed_memory();
+        flaxen::runtime::malloc::keep_freed_memory();
     }
     let quick = std::env::args().any(|a| a == "--quick")
         || std::env::var("FLAXEN_BENCH_QUICK").is_ok_and(|v| v != "0");
