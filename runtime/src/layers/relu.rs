@@ -1,9 +1,10 @@
 //! [`Relu`]: `nn.relu` as a layer whose CPU kernel runs on every core.
 //!
-//! dfdx's `ReLU` computes the same values and gradients on one thread with
-//! an indexed (bounds-checked, unvectorised) backward loop; after a conv
-//! layer the activations are megabytes, and that loop measured a sixth of
-//! W1's step.
+//! dfdx's `ReLU` computes the same values and gradients on one thread, with
+//! an indexed (bounds-checked) backward loop; after a conv layer the
+//! activations are megabytes. Swapping `ReLU` for `Relu` in
+//! `examples/bench_layers` measured W1 17% faster and W2 2% (medians of
+//! alternated runs on a loaded machine).
 
 use dfdx::nn::{Module, NonMutableModule, ZeroSizedModule};
 use dfdx::prelude::*;
