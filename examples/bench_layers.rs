@@ -1,6 +1,6 @@
-//! Training throughput of two small CNNs built by hand from flaxen's layers,
-//! dfdx's `Linear` and `ReLU`, trained with dfdx's Adam (lr 1e-3) on random
-//! 1x28x28 inputs, batch 32. Prints one JSON line per workload.
+//! Training throughput of two small CNNs built by hand from flaxen's layers
+//! (`Conv2D`, `Relu`, `AvgPool2D`, `Flatten2D`, `Dense`), trained with
+//! dfdx's Adam (lr 1e-3) on random 1x28x28 inputs, batch 32. Prints one JSON line per workload.
 //!
 //! ```text
 //! cargo run --release --example bench_layers            # full run
@@ -10,7 +10,8 @@
 //! workload.)
 //!
 //! On Linux with glibc the benchmark first tells malloc to keep freed memory
-//! (`--system-malloc` skips this): dfdx allocates fresh buffers for every
+//! with `flaxen::runtime::malloc::keep_freed_memory()` (`--system-malloc`
+//! skips this): dfdx allocates fresh buffers for every
 //! activation and gradient each step, and glibc hands blocks over 128 KiB
 //! back to the kernel on free, so each step would page-fault all of them in
 //! again (measured: a third of W1's step). XLA avoids this with its own
@@ -27,7 +28,8 @@ use std::time::Instant;
 
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
-use flaxen::runtime::layers::{AvgPool2D, Flatten2D};
+use flaxen::runtime::layers::builder::Dense;
+use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad, Relu};
 
 const BATCH: usize = 32;
 
@@ -39,22 +41,22 @@ type Pool2 = AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>;
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> flatten -> Dense 10.
 type W1 = (
     Conv1,
-    ReLU,
+    Relu,
     Pool1,
     Flatten2D<32, 14, 14, 6272>,
-    Linear<6272, 10>,
+    Dense<6272, 10>,
 );
 
 /// Conv 32 3x3 SAME -> relu -> avg_pool 2/2 -> Conv 64 3x3 SAME -> relu ->
 /// avg_pool 2/2 -> flatten -> Dense 256 -> relu -> Dense 10.
 type W2 = (
-    (Conv1, ReLU, Pool1),
-    (Conv2, ReLU, Pool2),
+    (Conv1, Relu, Pool1),
+    (Conv2, Relu, Pool2),
     (
         Flatten2D<64, 7, 7, 3136>,
-        Linear<3136, 256>,
-        ReLU,
-        Linear<256, 10>,
+        Dense<3136, 256>,
+        Relu,
+        Dense<256, 10>,
     ),
 );
 
@@ -97,7 +99,8 @@ macro_rules! bench {
         let mut last_loss = 0.0f32;
         let mut step = |i: usize, grads: Gradients<f32, Cpu>| {
             let (x, y) = &batches[i % batches.len()];
-            let logits = model.forward_mut(x.clone().traced(grads));
+            // The input batch needs no gradient (see `NoInputGrad`).
+            let logits = model.forward_mut(NoInputGrad(x.clone().traced(grads)));
             let loss = cross_entropy_with_logits_loss(logits, y.clone());
             last_loss = loss.array();
             let mut grads = loss.backward();
@@ -127,28 +130,9 @@ macro_rules! bench {
     }};
 }
 
-/// Keeps freed heap memory in the process (see the module docs).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_memory() {
-    extern "C" {
-        fn mallopt(param: i32, value: i32) -> i32;
-    }
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_MMAP_THRESHOLD: i32 = -3;
-    // SAFETY: glibc's mallopt only changes allocator tuning; it is called
-    // before any other thread exists.
-    unsafe {
-        mallopt(M_MMAP_THRESHOLD, 32 << 20);
-        mallopt(M_TRIM_THRESHOLD, i32::MAX);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_memory() {}
-
 fn main() {
     if !std::env::args().any(|a| a == "--system-malloc") {
-        keep_freed_memory();
+        flaxen::runtime::malloc::keep_freed_memory();
     }
     let quick = std::env::args().any(|a| a == "--quick")
         || std::env::var("FLAXEN_BENCH_QUICK").is_ok_and(|v| v != "0");

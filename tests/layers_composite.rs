@@ -291,3 +291,93 @@ fn non_contiguous_inputs() {
 fn pool_geometry() -> flaxen::runtime::layers::Window2D {
     MaxPool2D::<2, 2, 2, 1, 1, 0, 1, 0, 1, 5, 4, 5, 4>::GEOMETRY
 }
+
+/// `NoInputGrad` changes nothing but the input's gradient: the parameters'
+/// gradients match the plain call's, and the input gets none.
+#[test]
+fn no_input_grad_keeps_parameter_gradients() {
+    use flaxen::runtime::layers::NoInputGrad;
+    type L = builder::Conv2D<2, 3, 3, 3, 2, 1, 1, 1, 0, 2, 7, 6, 4, 6>;
+    let dev: Cpu = Default::default();
+    let conv = dev.build_module::<L, f64>();
+    let x: Tensor<Rank4<5, 2, 7, 6>, f64, _> = dev.sample_normal();
+    let probe: Tensor<Rank4<5, 3, 4, 6>, f64, _> = dev.sample_normal();
+    let plain = (conv.forward(x.leaky_trace()) * probe.clone())
+        .sum()
+        .backward();
+    let skipped = (conv.forward(NoInputGrad(x.leaky_trace())) * probe)
+        .sum()
+        .backward();
+    assert_same(
+        "weight",
+        &skipped.get(&conv.weight).as_vec(),
+        &plain.get(&conv.weight).as_vec(),
+    );
+    assert_same(
+        "bias",
+        &skipped.get(&conv.bias).as_vec(),
+        &plain.get(&conv.bias).as_vec(),
+    );
+    assert!(plain.get(&x).as_vec().iter().any(|&v| v != 0.0));
+    let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| skipped.get(&x)));
+    assert!(missing.is_err(), "x has no gradient");
+}
+
+/// flaxen's `Dense` (its own CPU kernel) against dfdx's `Linear` with the
+/// same parameters: outputs and all gradients, on a small product and on
+/// one large enough for gemm's threaded path, with a `usize` batch.
+#[test]
+fn dense_matches_dfdx_linear() {
+    fn check<const I: usize, const O: usize>(batch: usize) {
+        let dev: Cpu = Default::default();
+        let mut linear = dev.build_module::<Linear<I, O>, f64>();
+        let mut dense = dev.build_module::<builder::Dense<I, O>, f64>();
+        dense.weight = linear.weight.clone();
+        dense.bias = dev.sample_normal();
+        linear.bias = dense.bias.clone();
+        let x: Tensor<(usize, Const<I>), f64, _> = dev.sample_normal_like(&(batch, Const));
+        let probe: Tensor<(usize, Const<O>), f64, _> = dev.sample_normal_like(&(batch, Const));
+        let ya = dense.forward(x.leaky_trace());
+        let yb = linear.forward(x.leaky_trace());
+        assert_same("y", &ya.as_vec(), &yb.as_vec());
+        let ga = (ya * probe.clone()).sum().backward();
+        let gb = (yb * probe).sum().backward();
+        assert_same("dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+        assert_same(
+            "dw",
+            &ga.get(&dense.weight).as_vec(),
+            &gb.get(&linear.weight).as_vec(),
+        );
+        assert_same(
+            "db",
+            &ga.get(&dense.bias).as_vec(),
+            &gb.get(&linear.bias).as_vec(),
+        );
+    }
+    check::<7, 5>(3);
+    check::<400, 300>(9);
+}
+
+/// flaxen's `Relu` (its own CPU kernel) against dfdx's `relu`: values and
+/// the input gradient, with exact zeros in the input and the output used
+/// twice (gradients accumulate).
+#[test]
+fn relu_matches_dfdx() {
+    use flaxen::runtime::layers::Relu;
+    let dev: Cpu = Default::default();
+    let mut v: Vec<f64> = (0..70_001).map(|i| ((i as f64) * 0.37).sin()).collect();
+    v[5] = 0.0;
+    v[70_000] = -0.0;
+    let x: Tensor<(usize,), f64, _> = dev.tensor_from_vec(v, (70_001,));
+    let probe: Tensor<(usize,), f64, _> = dev.sample_normal_like(&(70_001,));
+    let ya = Relu.forward(x.leaky_trace());
+    let yb = x.leaky_trace().relu();
+    assert_same(
+        "y",
+        &ya.retaped::<NoneTape>().as_vec(),
+        &yb.retaped::<NoneTape>().as_vec(),
+    );
+    let ga = ((ya * probe.clone()).sum() + Relu.forward(x.leaky_trace()).sum()).backward();
+    let gb = ((yb * probe).sum() + x.leaky_trace().relu().sum()).backward();
+    assert_same("dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+}

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod layers;
 pub mod logging;
 pub mod losses;
+pub mod malloc;
 pub mod metrics;
 pub mod optim;
 pub mod scan;

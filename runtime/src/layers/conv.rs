@@ -133,8 +133,8 @@ pub struct Conv2D<
 /// a standard normal truncated to `[-2, 2]`, scaled so that the result has
 /// variance `1 / fan_in`.
 #[derive(Debug, Clone, Copy)]
-struct LecunNormal {
-    fan_in: usize,
+pub(super) struct LecunNormal {
+    pub(super) fan_in: usize,
 }
 
 impl<E: Dtype> Distribution<E> for LecunNormal {
@@ -262,6 +262,52 @@ conv_generics! {
         let batch = x.shape().0;
         let dev = x.device().clone();
         dev.try_conv2d(&geom, x, &self.weight, &self.bias, (batch, Const, Const, Const))
+    }
+}
+}
+
+/// The network's input batch, marked so that the first layer does not
+/// compute its gradient (training never reads it): `model.forward(NoInputGrad(x))`.
+///
+/// [`Conv2D`] accepts it (through
+/// [`FlaxenDevice::try_conv2d_no_input_grad`]) and so does any dfdx tuple of
+/// modules that starts with a `Conv2D`. The tape of `x` still carries the
+/// parameters' gradients; only `x`'s own gradient is skipped, as if it went
+/// through `jax.lax.stop_gradient`. On the CPU this saves the first conv's
+/// input-gradient gemm and col2im, a quarter of W1's convolution work.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{builder, NoInputGrad};
+///
+/// let dev: Cpu = Default::default();
+/// let conv = dev.build_module::<builder::Conv2D<1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 5, 5, 5, 5>, f32>();
+/// let x: Tensor<Rank4<3, 1, 5, 5>, f32, _> = dev.sample_normal();
+/// let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
+/// assert_eq!(grads.get(&conv.bias).array(), [75.0, 75.0]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct NoInputGrad<T>(pub T);
+
+conv_generics! {
+    B: Dim,
+    E: Dtype,
+    D: FlaxenDevice<E>,
+    T: Tape<E, D>,
+> Module<NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>>
+    for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
+{
+    type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
+    type Error = D::Err;
+
+    fn try_forward(
+        &self,
+        NoInputGrad(x): NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>,
+    ) -> Result<Self::Output, D::Err> {
+        let geom = const { ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY };
+        let batch = x.shape().0;
+        let dev = x.device().clone();
+        dev.try_conv2d_no_input_grad(&geom, x, &self.weight, &self.bias, (batch, Const, Const, Const))
     }
 }
 }

@@ -37,18 +37,23 @@
 pub mod composite;
 mod conv;
 mod cpu;
+mod dense;
 mod device;
 mod flatten;
 mod pool;
+mod relu;
 
-pub use conv::Conv2D;
+pub use conv::{Conv2D, NoInputGrad};
+pub use dense::Dense;
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
 pub use pool::{AvgPool2D, MaxPool2D};
+pub use relu::Relu;
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
     pub use super::conv::builder::Conv2D;
+    pub use super::dense::builder::Dense;
 }
 
 /// The padding `(low, high)` that XLA (and so Flax) uses for

@@ -74,6 +74,18 @@ pub(super) fn matmul<E: Elem>(
     lhs: Mat<'_, E>,
     rhs: Mat<'_, E>,
 ) {
+    matmul_threads(dst, accumulate, lhs, rhs, 1);
+}
+
+/// [`matmul`] on up to `threads` rayon threads (for one large product,
+/// where gemm's own split beats running products side by side).
+pub(super) fn matmul_threads<E: Elem>(
+    dst: MatMut<'_, E>,
+    accumulate: bool,
+    lhs: Mat<'_, E>,
+    rhs: Mat<'_, E>,
+    threads: usize,
+) {
     assert!(dst.rows == lhs.rows && dst.cols == rhs.cols && lhs.cols == rhs.rows);
     assert!(fits(dst.data.len(), dst.rows, dst.cols, dst.rs, dst.cs));
     assert!(fits(lhs.data.len(), lhs.rows, lhs.cols, lhs.rs, lhs.cs));
@@ -110,7 +122,10 @@ pub(super) fn matmul<E: Elem>(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            match threads {
+                0 | 1 => gemm::Parallelism::None,
+                n => gemm::Parallelism::Rayon(n),
+            },
         )
     }
 }

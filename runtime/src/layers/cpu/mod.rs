@@ -8,11 +8,13 @@
 //! written, then put back.
 
 mod conv;
+mod dense;
 mod gemm;
 mod pool;
 mod scratch;
 
 use dfdx::prelude::*;
+use rayon::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
 use scratch::{Pooled, Scratch};
@@ -42,7 +44,9 @@ fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }
 
-/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d).
+/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d);
+/// without `input_grad` the backward pass leaves `x`'s gradient alone
+/// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)).
 pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     geom: &ConvGeometry,
@@ -50,6 +54,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     weight: &Tensor<K, E, Cpu>,
     bias: &Tensor<Bs, E, Cpu>,
     y_shape: Y,
+    input_grad: bool,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
     let chw = geom.c * geom.win.in_plane();
     let numel = x.shape().num_elements();
@@ -77,10 +82,96 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
         let geom = *geom;
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            let dx = match input_grad {
+                true => Some(&mut grads.get_or_alloc_mut(&x_ghost)?[..]),
+                false => None,
+            };
             let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx);
             add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
             add_into(grads.get_or_alloc_mut(&b_ghost)?, &db);
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+/// See [`FlaxenDevice::try_dense`](super::FlaxenDevice::try_dense): `x` is
+/// `(batch, i)`, `weight` `(o, i)`, `bias` `(o,)`.
+pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<X, E, Cpu, T>,
+    weight: &Tensor<K, E, Cpu>,
+    bias: &Tensor<Bs, E, Cpu>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+    let o = bias.shape().num_elements();
+    let i = weight.shape().num_elements() / o.max(1);
+    let batch = x.shape().num_elements() / i.max(1);
+    let x = x.try_contiguous()?;
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let ws = host_vec(weight.clone())?;
+    let bs = host_vec(bias.clone())?;
+    let y = dev.try_tensor_from_vec(dense::forward(batch, i, o, &xs, &ws, &bs), y_shape)?;
+    if T::OWNS_TAPE {
+        let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            dense::backward_x(batch, i, o, &ws, &dy, grads.get_or_alloc_mut(&x_ghost)?);
+            dense::backward_w(batch, i, o, &xs, &dy, grads.get_or_alloc_mut(&w_ghost)?);
+            dense::backward_b(o, &dy, grads.get_or_alloc_mut(&b_ghost)?);
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+/// Elements per rayon task of the elementwise kernels: large enough that
+/// a task outweighs its scheduling, small enough to split a conv output.
+const ELEMWISE_CHUNK: usize = 1 << 15;
+
+/// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
+pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    let x = x.try_contiguous()?;
+    let shape = *x.shape();
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let n = xs.len();
+    let mut ys: Vec<E> = Vec::with_capacity(n);
+    ys.spare_capacity_mut()[..n]
+        .par_chunks_mut(ELEMWISE_CHUNK)
+        .zip(xs.par_chunks(ELEMWISE_CHUNK))
+        .for_each(|(y, x)| {
+            y.iter_mut().zip(x).for_each(|(y, &x)| {
+                y.write(x.max(E::zero()));
+            });
+        });
+    // SAFETY: the chunks above cover `0..n` and write every element.
+    unsafe { ys.set_len(n) };
+    let y = dev.try_tensor_from_vec(ys, shape)?;
+    if T::OWNS_TAPE {
+        let y_ghost = y.ghost();
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            dx.par_chunks_mut(ELEMWISE_CHUNK)
+                .zip(xs.par_chunks(ELEMWISE_CHUNK))
+                .zip(dy.par_chunks(ELEMWISE_CHUNK))
+                .for_each(|((dx, x), dy)| {
+                    // dfdx's `df(x) * g`, so a NaN or infinite `g` spreads
+                    // the same way; branch-free, so it vectorises.
+                    for ((d, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
+                        let df = if x > E::zero() { E::one() } else { E::zero() };
+                        *d += df * g;
+                    }
+                });
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
