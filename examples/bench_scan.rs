@@ -162,6 +162,9 @@ where
 }
 
 fn main() {
+    // dfdx allocates every activation afresh; keep freed blocks in the
+    // process instead of page-faulting them in again each step.
+    flaxen::runtime::malloc::keep_freed_memory();
     let quick = std::env::args().any(|a| a == "--quick");
     let dev = Dev::seed_from_u64(0);
     let (blocks, w1_scans, w2_scans) = if quick { (1, 2, 1) } else { (6, 20, 4) };

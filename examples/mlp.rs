@@ -62,6 +62,9 @@ fn flat(d: &ArrayDataset) -> Result<ArrayDataset, DataError> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // dfdx allocates every activation afresh; keep freed blocks in the
+    // process instead of page-faulting them in again each step.
+    flaxen::runtime::malloc::keep_freed_memory();
     let args = Args::parse();
     let dev = Dev::seed_from_u64(args.seed);
     let (train, test) = flaxen::runtime::data::digits::load()?;

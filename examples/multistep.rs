@@ -60,6 +60,9 @@ fn train_step(mut state: State, (x, y): Batch) -> (State, Loss<f32, Dev>) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // dfdx allocates every activation afresh; keep freed blocks in the
+    // process instead of page-faulting them in again each step.
+    flaxen::runtime::malloc::keep_freed_memory();
     let dev = Dev::seed_from_u64(0);
     let (train, _test) = flaxen::runtime::data::digits::load()?;
     let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> =

@@ -102,6 +102,9 @@ type Dev = AutoDevice;
 type Tx = Chain<(ClipByGlobalNorm, Adam<WarmupCosineDecay>)>;
 
 fn main() -> Result<()> {
+    // dfdx allocates every activation afresh; keep freed blocks in the
+    // process instead of page-faulting them in again each step.
+    flaxen::runtime::malloc::keep_freed_memory();
     let args = Args::parse();
     match &args.data_dir {
         None => {
