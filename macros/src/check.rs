@@ -454,7 +454,12 @@ impl Checker {
         let s = self.shape(i).to_vec();
         let method = |m: &str| Kind::Method(format_ident!("{}", m), i);
         match n.as_str() {
-            "relu" | "sigmoid" | "tanh" | "gelu" => {
+            // flaxen's own `Relu` (a parallel CPU kernel; dfdx's op on Cuda).
+            "relu" => {
+                let l = layers();
+                self.push(Kind::Zst(quote!(#l::Relu), i), s, Some("`relu`".into()))
+            }
+            "sigmoid" | "tanh" | "gelu" => {
                 // Flax's `nn.gelu` defaults to the tanh approximation, which
                 // is dfdx's `fast_gelu`.
                 let m = if n == "gelu" {
