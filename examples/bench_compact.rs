@@ -51,20 +51,21 @@ impl Cnn {
     }
 }
 
-/// The same network by hand.
+/// The same network by hand, from the same runtime layers the DSL lowers
+/// to (flaxen's `Relu`, dfdx's `Linear`).
 type HandCnn = (
     (
         layers::builder::Conv2D<1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28, 28, 28>,
-        ReLU,
+        layers::Relu,
         AvgPool2D<32, 2, 2, 2, 2, 0, 0, 0, 0, 28, 28, 14, 14>,
         layers::builder::Conv2D<32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>,
-        ReLU,
+        layers::Relu,
         AvgPool2D<64, 2, 2, 2, 2, 0, 0, 0, 0, 14, 14, 7, 7>,
     ),
     (
         Flatten2D<64, 7, 7, 3136>,
         Linear<3136, 256>,
-        ReLU,
+        layers::Relu,
         Linear<256, 10>,
     ),
 );
