@@ -24,61 +24,13 @@ use cuda_common::{assert_close_f32, assert_close_f64, ATOL, RTOL};
 use flaxen::dfdx::nn::ToDevice;
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, conv_out_size, same_padding, AvgPool2D, MaxPool2D};
-use serde::Deserialize;
 
 // ---------------------------------------------------------------- fixtures
 
-#[derive(Deserialize)]
-struct Arr {
-    shape: Vec<usize>,
-    data: Vec<f64>,
-}
+#[path = "common/conv_pool.rs"]
+mod conv_pool;
 
-#[derive(Deserialize)]
-struct ConvCase {
-    layer: String,
-    x: Arr,
-    kernel_oihw: Arr,
-    bias: Arr,
-    y: Arr,
-    loss_weights_r: Arr,
-    grad_x: Arr,
-    grad_kernel_oihw: Arr,
-    grad_bias: Arr,
-}
-
-#[derive(Deserialize)]
-struct PoolCase {
-    layer: String,
-    x: Arr,
-    y: Arr,
-    loss_weights_r: Arr,
-    grad_x: Arr,
-}
-
-#[derive(Deserialize)]
-struct Fixture {
-    conv: Vec<ConvCase>,
-    pool: Vec<PoolCase>,
-}
-
-fn fixture() -> Fixture {
-    let text = include_str!("fixtures/flax_conv_pool.json");
-    serde_json::from_str(text).expect("fixture parses")
-}
-
-fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        let tol = 1e-4 * w.abs().max(1.0);
-        assert!((g - w).abs() <= tol, "{what}[{i}]: cuda {g}, flax {w}");
-    }
-}
-
-fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
-}
+use conv_pool::{assert_flax, cast, fixture, ConvCase, PoolCase};
 
 macro_rules! pad {
     (SAME, $size:literal, $k:literal, $s:literal) => {

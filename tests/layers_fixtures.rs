@@ -8,59 +8,11 @@
 
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, same_padding, AvgPool2D, MaxPool2D};
-use serde::Deserialize;
 
-#[derive(Deserialize)]
-struct Arr {
-    shape: Vec<usize>,
-    data: Vec<f64>,
-}
+#[path = "common/conv_pool.rs"]
+mod conv_pool;
 
-#[derive(Deserialize)]
-struct ConvCase {
-    layer: String,
-    x: Arr,
-    kernel_oihw: Arr,
-    bias: Arr,
-    y: Arr,
-    loss_weights_r: Arr,
-    grad_x: Arr,
-    grad_kernel_oihw: Arr,
-    grad_bias: Arr,
-}
-
-#[derive(Deserialize)]
-struct PoolCase {
-    layer: String,
-    x: Arr,
-    y: Arr,
-    loss_weights_r: Arr,
-    grad_x: Arr,
-}
-
-#[derive(Deserialize)]
-struct Fixture {
-    conv: Vec<ConvCase>,
-    pool: Vec<PoolCase>,
-}
-
-fn fixture() -> Fixture {
-    let text = include_str!("fixtures/flax_conv_pool.json");
-    serde_json::from_str(text).expect("fixture parses")
-}
-
-fn assert_close<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        let tol = 1e-4 * w.abs().max(1.0);
-        assert!((g - w).abs() <= tol, "{what}[{i}]: got {g}, flax {w}");
-    }
-}
-
-fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
-}
+use conv_pool::{assert_flax, cast, fixture, ConvCase, PoolCase};
 
 macro_rules! conv_case {
     ($case:expr, $e:ty, $layer:literal,
@@ -84,15 +36,15 @@ macro_rules! conv_case {
         let r: Tensor<Rank4<$b, $o, $oh, $ow>, $e, _> =
             dev.tensor_from_vec(cast(&case.loss_weights_r), Default::default());
         let y = conv.forward(x.leaky_trace());
-        assert_close(concat!($layer, " y"), &y.as_vec(), &case.y);
+        assert_flax(concat!($layer, " y"), &y.as_vec(), &case.y);
         let grads = (y * r).sum().backward();
-        assert_close(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
-        assert_close(
+        assert_flax(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
+        assert_flax(
             concat!($layer, " grad_kernel"),
             &grads.get(&conv.weight).as_vec(),
             &case.grad_kernel_oihw,
         );
-        assert_close(concat!($layer, " grad_bias"), &grads.get(&conv.bias).as_vec(), &case.grad_bias);
+        assert_flax(concat!($layer, " grad_bias"), &grads.get(&conv.bias).as_vec(), &case.grad_bias);
     }};
 }
 
@@ -122,9 +74,9 @@ macro_rules! pool_case {
         let r: Tensor<Rank4<$b, $c, $oh, $ow>, $e, _> =
             dev.tensor_from_vec(cast(&case.loss_weights_r), Default::default());
         let y = pool.forward(x.leaky_trace());
-        assert_close(concat!($layer, " y"), &y.as_vec(), &case.y);
+        assert_flax(concat!($layer, " y"), &y.as_vec(), &case.y);
         let grads = (y * r).sum().backward();
-        assert_close(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
+        assert_flax(concat!($layer, " grad_x"), &grads.get(&x).as_vec(), &case.grad_x);
     }};
 }
 
