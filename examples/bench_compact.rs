@@ -52,7 +52,7 @@ impl Cnn {
 }
 
 /// The same network by hand, from the same runtime layers the DSL lowers
-/// to (flaxen's `Relu`, dfdx's `Linear`).
+/// to (flaxen's `Relu` and `Dense`).
 type HandCnn = (
     (
         layers::builder::Conv2D<1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 28, 28, 28, 28>,
@@ -64,9 +64,9 @@ type HandCnn = (
     ),
     (
         Flatten2D<64, 7, 7, 3136>,
-        Linear<3136, 256>,
+        layers::builder::Dense<3136, 256>,
         layers::Relu,
-        Linear<256, 10>,
+        layers::builder::Dense<256, 10>,
     ),
 );
 

@@ -36,9 +36,9 @@ type HandCnn = (
     ),
     (
         Flatten2D<64, 7, 7, 3136>,
-        Linear<3136, 256>,
+        layers::builder::Dense<3136, 256>,
         ReLU,
-        Linear<256, 10>,
+        layers::builder::Dense<256, 10>,
     ),
 );
 
@@ -47,7 +47,7 @@ fn seed_cnn_infers_sizes_and_counts_params() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Cnn, f32>();
     // The in-features of the first Dense were inferred: 64 * 7 * 7.
-    let _: &modules::Linear<3136, 256, f32, Cpu> = &m.dense_0;
+    let _: &layers::Dense<3136, 256, f32, Cpu> = &m.dense_0;
     assert_eq!(m.num_trainable_params(), 824_458);
     assert_eq!(
         <Cnn as flaxen::runtime::compact::Compact>::NUM_PARAMS,

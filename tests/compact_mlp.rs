@@ -37,7 +37,7 @@ fn mlp_builds_and_runs() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Mlp, f32>();
     assert_eq!(m.num_trainable_params(), 784 * 128 + 128 + 128 * 10 + 10);
-    let _: &modules::Linear<784, 128, f32, Cpu> = &m.dense_0;
+    let _: &flaxen::runtime::layers::Dense<784, 128, f32, Cpu> = &m.dense_0;
     let x: Tensor<Rank2<3, 784>, f32, _> = dev.sample_normal();
     let y: Tensor<Rank2<3, 10>, f32, _> = m.forward(x.clone());
     // usize batch

@@ -245,11 +245,11 @@ fn nested_models_are_instantiated() {
     };
     let out = resume(quote!(Block(features = 32)(x))).unwrap().to_string();
     assert!(
-        out.contains("Linear < 16 , 32"),
+        out.contains("Dense < 16 , 32"),
         "input shape and parameter substituted"
     );
     assert!(
-        out.contains("Linear < 32 , 2"),
+        out.contains("Dense < 32 , 2"),
         "the instance's output shape is known"
     );
     let err = resume(quote!(Block(featurs = 32)(x)))
@@ -267,6 +267,6 @@ fn nested_models_are_instantiated() {
     let own = crate::nest::compact(TokenStream::new(), block)
         .unwrap()
         .to_string();
-    assert!(own.contains("Linear < 4 , 8"));
+    assert!(own.contains("Dense < 4 , 8"));
     assert!(own.contains("macro_rules ! __flaxen_compact_Block"));
 }

@@ -82,7 +82,14 @@ impl Checker {
                 };
                 let inf = s[s.len() - 1].clone();
                 let ig = inf.generic();
-                let ty = if bias {
+                let ty = if bias && s.len() == 1 {
+                    // flaxen's own `Dense` (AVX-512 CPU kernel, Flax's
+                    // lecun_normal init; same keys and layout as `Linear`)
+                    // for `[features]` inputs; dfdx's `Linear` for
+                    // `[seq, features]`, which that layer does not take.
+                    let (ol, l) = (lit(o), layers());
+                    quote!(#l::Dense<#ig, #ol, E, D>)
+                } else if bias {
                     let ol = lit(o);
                     quote!(#nn::Linear<#ig, #ol, E, D>)
                 } else {
