@@ -126,6 +126,13 @@
 /// generated types as `Const` dimensions, so rustc checks them again against
 /// the layers' own impls.
 ///
+/// The layers are flaxen's runtime layers where it has them (`Conv` →
+/// `layers::Conv2D`, pools, `flatten` → `layers::Flatten2D`, `relu` →
+/// `layers::Relu`, `Dense` on `[features]` → `layers::Dense`, all with fast
+/// CPU kernels and Flax's initialisers) and dfdx's modules otherwise
+/// (`Dense` on `[seq, features]` or without bias → `Linear` /
+/// `UnbiasedLinear`, `Dropout`, `BatchNorm`, `LayerNorm`).
+///
 /// # Errors
 ///
 /// Mistakes are compile errors at the call they concern, several at once
