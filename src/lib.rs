@@ -55,7 +55,7 @@
 ///   | `avg_pool` / `max_pool(x, window_shape, strides = (1, 1), padding = VALID)` | `[c, h, w]` → `[c, h', w']` |
 ///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
-///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, over the channel axis |
+///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
 ///   | `relu gelu sigmoid tanh silu softmax log_softmax` | unchanged (softmax over the last axis; `gelu` is Flax's tanh approximation) |
 ///   | `x + y`, `x - y`, `x * y`, `x / y`, `-x` | equal shapes |
@@ -129,9 +129,43 @@
 /// The layers are flaxen's runtime layers where it has them (`Conv` →
 /// `layers::Conv2D`, pools, `flatten` → `layers::Flatten2D`, `relu` →
 /// `layers::Relu`, `Dense` on `[features]` → `layers::Dense`, all with fast
-/// CPU kernels and Flax's initialisers) and dfdx's modules otherwise
-/// (`Dense` on `[seq, features]` or without bias → `Linear` /
-/// `UnbiasedLinear`, `Dropout`, `BatchNorm`, `LayerNorm`).
+/// CPU kernels and Flax's initialisers, and `BatchNorm` → `layers::BatchNorm`
+/// with Flax's running statistics) and dfdx's modules otherwise (`Dense` on
+/// `[seq, features]` or without bias → `Linear` / `UnbiasedLinear`,
+/// `Dropout`, `LayerNorm` → `LayerNorm1D`).
+///
+/// # Training and inference
+///
+/// Flax passes `train` / `deterministic` / `use_running_average` flags; dfdx,
+/// and so flaxen, picks the mode from the call. A model with `Dropout` or
+/// `BatchNorm` trains in `forward_mut` on an input with a tape (elements
+/// dropped and scaled by `1 / (1 - rate)`; batch statistics, running
+/// averages updated) and infers in `forward` on an input without one. The
+/// other two combinations do not compile for such a model, so a training
+/// step cannot silently run in inference mode:
+///
+/// ```
+/// use flaxen::prelude::*;
+///
+/// pub struct Net;
+///
+/// #[compact]
+/// impl Net {
+///     fn forward(x: Input<8>) {
+///         let x = relu(BatchNorm()(Dense(16)(x)));
+///         Dense(2)(Dropout(0.5)(x))
+///     }
+/// }
+///
+/// let dev: Cpu = Default::default();
+/// let mut m = dev.build_module::<Net, f32>();
+/// let x: Tensor<Rank2<4, 8>, f32, _> = dev.sample_normal();
+/// let grads = m.alloc_grads();
+/// let y = m.forward_mut(x.clone().traced(grads)); // training
+/// let _ = y.square().mean().backward();
+/// let y = m.forward(x); // inference: running statistics, no dropout
+/// # let _ = y;
+/// ```
 ///
 /// # Errors
 ///

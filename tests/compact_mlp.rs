@@ -65,7 +65,8 @@ fn mlp_builds_and_runs() {
 fn everything_builds_and_runs() {
     let dev: Cpu = Default::default();
     let mut m = dev.build_module::<Everything, f32>();
-    assert_eq!(m.batch_norm_0.momentum, 1.0 - 0.9);
+    assert_eq!(m.batch_norm_0.momentum, 0.9);
+    assert_eq!(m.batch_norm_0.epsilon, 1e-5);
     assert_eq!(m.layer_norm_0.epsilon, 1e-6);
     assert_eq!(
         m.num_trainable_params(),

@@ -6,6 +6,8 @@
 //!    of `loss = sum(y * loss_weights_r)` w.r.t. the input, the kernel and
 //!    the bias, in f32 and f64. Tolerance (as on Cpu): `|cuda - flax| <=
 //!    1e-4 * max(|flax|, 1)` per element.
+//!    Likewise `tests/fixtures/flax_norm_act.json` (BatchNorm, LayerNorm,
+//!    activations; tolerances in `tests/common/norm_act.rs`).
 //! 2. Cuda == Cpu on random cases: the same layer (parameters built on Cpu
 //!    and moved with `to_device`) on the same inputs, `Const` and `usize`
 //!    batch, forward and every gradient. Tolerance: in f32 `|cuda - cpu| <=
@@ -48,6 +50,22 @@ fn cuda_pool_matches_flax_f32() {
 #[test]
 fn cuda_pool_matches_flax_f64() {
     conv_pool::all_pool_cases!(&Cuda::default(), f64);
+}
+
+#[path = "common/norm_act.rs"]
+mod norm_act;
+
+/// BatchNorm, LayerNorm and the activations against Flax, through
+/// `#[compact]` models, as `tests/layers_norm_act.rs` on Cpu (same
+/// tolerances: see `tests/common/norm_act.rs`).
+#[test]
+fn cuda_norm_and_activations_match_flax_f32() {
+    norm_act::all_cases!(&Cuda::default(), f32);
+}
+
+#[test]
+fn cuda_norm_and_activations_match_flax_f64() {
+    norm_act::all_cases!(&Cuda::default(), f64);
 }
 
 // ------------------------------------------------------- Cuda == Cpu kernels

@@ -1,6 +1,6 @@
 //! Finite-difference checks (f64, central differences) of the gradients of
 //! flaxen's conv and pooling layers on rectangular kernels, stride 2 and
-//! explicit, asymmetric padding. `loss = sum(layer(x) * r)` for a random `r`;
+//! explicit, asymmetric padding, and of BatchNorm in training mode. `loss = sum(layer(x) * r)` for a random `r`;
 //! tolerance `|analytic - numeric| <= 1e-6 * max(|numeric|, 1)`.
 
 use flaxen::prelude::*;
@@ -111,3 +111,46 @@ macro_rules! pool_gradcheck {
 
 pool_gradcheck!(avg_pool_gradients_match_finite_differences, AvgPool2D);
 pool_gradcheck!(max_pool_gradients_match_finite_differences, MaxPool2D);
+
+/// BatchNorm in training mode: the batch mean and variance are on the tape,
+/// so every loss evaluation trains a fresh copy and the statistics move with
+/// the perturbed input.
+#[test]
+fn batch_norm_gradients_match_finite_differences() {
+    type X = Rank4<4, 3, 2, 3>;
+    let dev = Cpu::seed_from_u64(3);
+    let mut bn = dev.build_module::<builder::BatchNorm<3>, f64>();
+    bn.scale = dev.sample_normal();
+    bn.bias = dev.sample_normal();
+    let x: Tensor<X, f64, _> = dev.sample_normal();
+    let r: Tensor<X, f64, _> = dev.sample_normal();
+    let loss = |xs: &[f64], scale: &[f64], bias: &[f64]| {
+        let mut m = bn.clone();
+        m.scale.copy_from(scale);
+        m.bias.copy_from(bias);
+        let x: Tensor<X, f64, _> = dev.tensor_from_vec(xs.to_vec(), Default::default());
+        (m.forward_mut(x.leaky_trace()) * r.clone())
+            .sum::<Rank0, _>()
+            .array()
+    };
+    let mut m = bn.clone();
+    let grads = (m.forward_mut(x.leaky_trace()) * r.clone())
+        .sum()
+        .backward();
+    let (xs, ss, bs) = (x.as_vec(), bn.scale.as_vec(), bn.bias.as_vec());
+    assert_grad(
+        "x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(|v| loss(v, &ss, &bs), &xs),
+    );
+    assert_grad(
+        "scale",
+        &grads.get(&m.scale).as_vec(),
+        &numeric_grad(|v| loss(&xs, v, &bs), &ss),
+    );
+    assert_grad(
+        "bias",
+        &grads.get(&m.bias).as_vec(),
+        &numeric_grad(|v| loss(&xs, &ss, v), &bs),
+    );
+}

@@ -227,6 +227,29 @@ impl Checker {
         self.push(Kind::Field(self.fields.len() - 1, input), out, Some(doc))
     }
 
+    /// The number literal bound to `key`, or `default`; an error at the
+    /// literal when it is not a number or `ok` rejects it.
+    fn bounded_float(
+        &mut self,
+        bound: &std::collections::BTreeMap<&'static str, &syn::Expr>,
+        key: &str,
+        default: f64,
+        ok: fn(f64) -> bool,
+        rule: &str,
+    ) -> Option<f64> {
+        let Some(e) = bound.get(key) else {
+            return Some(default);
+        };
+        let v = self.errs.take(vocab::float(e, &format!("`{key}`")))?;
+        if ok(v) {
+            Some(v)
+        } else {
+            self.errs
+                .push(Error::new_spanned(e, format!("`{key}` {rule}, but is {v}")));
+            None
+        }
+    }
+
     fn norm(
         &mut self,
         kind: &str,
@@ -236,23 +259,29 @@ impl Checker {
         tokens: &TokenStream,
     ) -> Val {
         let s = self.shape(i).to_vec();
-        let nn = nn();
-        // Flax's defaults, which differ from dfdx's: BatchNorm momentum 0.99
-        // (dfdx counts momentum the other way: 1 - 0.99), epsilon 1e-5;
-        // LayerNorm epsilon 1e-6.
+        let (nn, layers) = (nn(), layers());
+        // Flax's defaults, which differ from dfdx's: BatchNorm momentum 0.99,
+        // epsilon 1e-5; LayerNorm epsilon 1e-6. BatchNorm is the runtime's
+        // (Flax's running statistics, any input rank through one type);
+        // LayerNorm is dfdx's, which already matches Flax.
         let eps_default = if kind == "BatchNorm" { 1e-5 } else { 1e-6 };
-        let eps = match bound.get("epsilon") {
-            Some(e) => self.errs.take(vocab::float(e, "`epsilon`")),
-            None => Some(eps_default),
-        };
-        let momentum = match bound.get("momentum") {
-            Some(e) => self.errs.take(vocab::float(e, "`momentum`")),
-            None => Some(0.99),
-        };
+        let eps = self.bounded_float(
+            bound,
+            "epsilon",
+            eps_default,
+            |v| v > 0.0,
+            "is added to the variance before its square root and must be greater than 0",
+        );
+        let momentum = self.bounded_float(
+            bound,
+            "momentum",
+            0.99,
+            |v| (0.0..=1.0).contains(&v),
+            "is the weight of the old running statistics and must be in [0, 1]",
+        );
         let (ty, features) = match (kind, s.len()) {
-            ("BatchNorm", 1) => (quote!(BatchNorm1D), s[0].clone()),
-            ("BatchNorm", 3) => (quote!(BatchNorm2D), s[0].clone()),
-            ("LayerNorm", 1 | 2) => (quote!(LayerNorm1D), s[s.len() - 1].clone()),
+            ("BatchNorm", 1 | 3) => (quote!(#layers::BatchNorm), s[0].clone()),
+            ("LayerNorm", 1 | 2) => (quote!(#nn::LayerNorm1D), s[s.len() - 1].clone()),
             _ => {
                 let want = if kind == "BatchNorm" {
                     "[features] or [channels, height, width]"
@@ -278,8 +307,7 @@ impl Checker {
         let fg = features.generic();
         let mut init = vec![quote!(__f.epsilon = #eps;)];
         if kind == "BatchNorm" {
-            let m = 1.0 - momentum;
-            init.push(quote!(__f.momentum = #m;));
+            init.push(quote!(__f.momentum = #momentum;));
         }
         let params = match features.known() {
             Some(f) => Dim::Known(f.saturating_mul(2)),
@@ -290,7 +318,7 @@ impl Checker {
         };
         self.field(
             name,
-            quote!(#nn::#ty<#fg, E, D>),
+            quote!(#ty<#fg, E, D>),
             params,
             init,
             i,

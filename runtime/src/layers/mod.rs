@@ -40,6 +40,7 @@ mod cpu;
 mod dense;
 mod device;
 mod flatten;
+mod norm;
 mod pool;
 mod relu;
 
@@ -47,6 +48,7 @@ pub use conv::{Conv2D, NoInputGrad};
 pub use dense::Dense;
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
+pub use norm::BatchNorm;
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
 
@@ -54,6 +56,7 @@ pub use relu::Relu;
 pub mod builder {
     pub use super::conv::builder::Conv2D;
     pub use super::dense::builder::Dense;
+    pub use super::norm::builder::BatchNorm;
 }
 
 /// The padding `(low, high)` that XLA (and so Flax) uses for

@@ -1,0 +1,317 @@
+//! `tests/fixtures/flax_norm_act.json` (Flax linen BatchNorm, LayerNorm and
+//! activations, float64, made by `tests/python/make_flax_norm_act.py`) and
+//! the `#[compact]` models that run its cases on any device, shared by
+//! `tests/layers_norm_act.rs` (Cpu) and `tests/cuda_layers.rs` (Cuda):
+//! include with `#[path = "common/norm_act.rs"] mod norm_act;` and call
+//! `norm_act::all_cases!(&dev, f32)`.
+//!
+//! Every case runs through a DSL model written with Flax's defaults where
+//! the fixture uses them, and checks forward values, the gradients of
+//! `loss = sum(y * r)` w.r.t. the input and the parameters, and
+//! BatchNorm's updated running statistics. Tolerances: f64 `|got - flax| <=
+//! 1e-9 * max(|flax|, 1)`; f32 (inputs rounded to f32) `<= 1e-4 *
+//! max(|flax|, 1)`.
+#![allow(dead_code)]
+
+use flaxen::prelude::*;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+pub struct Arr {
+    pub shape: Vec<usize>,
+    pub data: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+pub struct BnOut {
+    pub y: Arr,
+    pub running_mean: Arr,
+    pub running_var: Arr,
+    pub grad_x: Arr,
+    pub grad_scale: Arr,
+    pub grad_bias: Arr,
+}
+
+#[derive(Deserialize)]
+pub struct BnCase {
+    pub layer: String,
+    pub x: Arr,
+    pub r: Arr,
+    pub scale: Arr,
+    pub bias: Arr,
+    pub running_mean: Arr,
+    pub running_var: Arr,
+    pub train: BnOut,
+    pub eval: BnOut,
+}
+
+#[derive(Deserialize)]
+pub struct LnCase {
+    pub layer: String,
+    pub x: Arr,
+    pub r: Arr,
+    pub scale: Arr,
+    pub bias: Arr,
+    pub y: Arr,
+    pub grad_x: Arr,
+    pub grad_scale: Arr,
+    pub grad_bias: Arr,
+}
+
+#[derive(Deserialize)]
+pub struct ActCase {
+    pub op: String,
+    pub x: Arr,
+    pub r: Arr,
+    pub y: Arr,
+    pub grad_x: Arr,
+}
+
+#[derive(Deserialize)]
+pub struct Fixture {
+    pub batch_norm: Vec<BnCase>,
+    pub layer_norm: Vec<LnCase>,
+    pub activations: Vec<ActCase>,
+}
+
+pub fn fixture() -> Fixture {
+    serde_json::from_str(include_str!("../fixtures/flax_norm_act.json")).expect("fixture parses")
+}
+
+/// The file's tolerance for `E` (see the module docs).
+pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
+    let rel = if std::mem::size_of::<E>() == 8 {
+        1e-9
+    } else {
+        1e-4
+    };
+    assert_eq!(got.len(), want.data.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
+        let g = g.to_f64().unwrap();
+        assert!(
+            (g - w).abs() <= rel * w.abs().max(1.0),
+            "{what}[{i}]: got {g}, flax {w}"
+        );
+    }
+}
+
+pub fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
+    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
+}
+
+/// `a` as a tensor of the `Const` shape `S`, which must be `a`'s shape.
+pub fn tensor<S: ConstShape, E: Dtype, D: TensorFromVec<E>>(dev: &D, a: &Arr) -> Tensor<S, E, D> {
+    assert_eq!(
+        S::default().concrete().into_iter().collect::<Vec<_>>(),
+        a.shape
+    );
+    dev.tensor_from_vec(cast(a), S::default())
+}
+
+// ------------------------------------------------------------ the models
+
+/// Flax's `BatchNorm(momentum=0.9)` on features (epsilon: the default).
+pub struct Bn1;
+
+#[compact]
+impl Bn1 {
+    fn forward(x: Input<5>) {
+        BatchNorm(momentum = 0.9)(x)
+    }
+}
+
+/// Flax's `BatchNorm(epsilon=1e-3)` on images (momentum: the default).
+pub struct Bn2;
+
+#[compact]
+impl Bn2 {
+    fn forward(x: Input<4, 5, 6>) {
+        BatchNorm(epsilon = 1e-3)(x)
+    }
+}
+
+/// Flax's `LayerNorm()` on features.
+pub struct Ln1;
+
+#[compact]
+impl Ln1 {
+    fn forward(x: Input<7>) {
+        LayerNorm()(x)
+    }
+}
+
+/// Flax's `LayerNorm(epsilon=1e-2)` on `[seq, features]`.
+pub struct Ln2;
+
+#[compact]
+impl Ln2 {
+    fn forward(x: Input<4, 7>) {
+        LayerNorm(epsilon = 1e-2)(x)
+    }
+}
+
+macro_rules! activation_models {
+    ($($model:ident: $op:ident),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($op), "` alone.")]
+        pub struct $model;
+
+        #[compact]
+        impl $model {
+            fn forward(x: Input<9>) {
+                $op(x)
+            }
+        }
+    )*};
+}
+
+activation_models!(
+    ReluOp: relu,
+    GeluOp: gelu,
+    SiluOp: silu,
+    SigmoidOp: sigmoid,
+    TanhOp: tanh,
+    SoftmaxOp: softmax,
+    LogSoftmaxOp: log_softmax,
+);
+
+// ------------------------------------------------------------- the checks
+
+/// One BatchNorm case through a model whose only field is `batch_norm_0`:
+/// inference with the fixture's running statistics (which it must leave
+/// alone), then training (batch statistics, gradients, updated statistics).
+macro_rules! batch_norm_case {
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty) => {{
+        use $crate::norm_act::{assert_flax, cast, tensor};
+        let dev = $dev;
+        let case: &$crate::norm_act::BnCase = $case;
+        let mut m = dev.build_module::<$model, $e>();
+        m.batch_norm_0.scale.copy_from(&cast::<$e>(&case.scale));
+        m.batch_norm_0.bias.copy_from(&cast::<$e>(&case.bias));
+        m.batch_norm_0
+            .running_mean
+            .copy_from(&cast::<$e>(&case.running_mean));
+        m.batch_norm_0
+            .running_var
+            .copy_from(&cast::<$e>(&case.running_var));
+        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
+        let what = |s: &str| format!("{} {} {s}", case.layer, stringify!($e));
+
+        let y = m.forward(x.clone());
+        assert_flax(&what("eval y"), &y.as_vec(), &case.eval.y);
+        let bn = &m.batch_norm_0;
+        assert_flax(
+            &what("eval keeps running_mean"),
+            &bn.running_mean.as_vec(),
+            &case.running_mean,
+        );
+        assert_flax(
+            &what("eval keeps running_var"),
+            &bn.running_var.as_vec(),
+            &case.running_var,
+        );
+
+        let y = m.forward_mut(x.leaky_trace());
+        let t = &case.train;
+        assert_flax(&what("train y"), &y.as_vec(), &t.y);
+        let g = (y * r).sum().backward();
+        let bn = &m.batch_norm_0;
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &t.grad_x);
+        assert_flax(
+            &what("grad scale"),
+            &g.get(&bn.scale).as_vec(),
+            &t.grad_scale,
+        );
+        assert_flax(&what("grad bias"), &g.get(&bn.bias).as_vec(), &t.grad_bias);
+        assert_flax(
+            &what("running_mean"),
+            &bn.running_mean.as_vec(),
+            &t.running_mean,
+        );
+        assert_flax(
+            &what("running_var"),
+            &bn.running_var.as_vec(),
+            &t.running_var,
+        );
+    }};
+}
+
+/// One LayerNorm case through a model whose only field is `layer_norm_0`
+/// (dfdx's `LayerNorm1D`: `gamma` is Flax's `scale`, `beta` its `bias`).
+macro_rules! layer_norm_case {
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty) => {{
+        use $crate::norm_act::{assert_flax, cast, tensor};
+        let dev = $dev;
+        let case: &$crate::norm_act::LnCase = $case;
+        let mut m = dev.build_module::<$model, $e>();
+        m.layer_norm_0.gamma.copy_from(&cast::<$e>(&case.scale));
+        m.layer_norm_0.beta.copy_from(&cast::<$e>(&case.bias));
+        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
+        let what = |s: &str| format!("{} {} {s}", case.layer, stringify!($e));
+        assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
+        let y = m.forward(x.leaky_trace());
+        assert_flax(&what("y"), &y.as_vec(), &case.y);
+        let g = (y * r).sum().backward();
+        let ln = &m.layer_norm_0;
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
+        assert_flax(
+            &what("grad scale"),
+            &g.get(&ln.gamma).as_vec(),
+            &case.grad_scale,
+        );
+        assert_flax(
+            &what("grad bias"),
+            &g.get(&ln.beta).as_vec(),
+            &case.grad_bias,
+        );
+    }};
+}
+
+/// One activation case: values with and without a tape, and the gradient.
+macro_rules! activation_case {
+    ($dev:expr, $model:ty, $e:ty, $case:expr) => {{
+        use $crate::norm_act::{assert_flax, tensor};
+        let dev = $dev;
+        let case: &$crate::norm_act::ActCase = $case;
+        let m = dev.build_module::<$model, $e>();
+        let x: Tensor<Rank2<4, 9>, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<Rank2<4, 9>, $e, _> = tensor(dev, &case.r);
+        let what = |s: &str| format!("{} {} {s}", case.op, stringify!($e));
+        assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
+        let y = m.forward(x.leaky_trace());
+        assert_flax(&what("y"), &y.as_vec(), &case.y);
+        let g = (y * r).sum().backward();
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
+    }};
+}
+
+/// Every case of the fixture on `$dev` in dtype `$e`.
+macro_rules! all_cases {
+    ($dev:expr, $e:ty) => {{
+        use $crate::norm_act::*;
+        let f = fixture();
+        let [bn1, bn2] = &f.batch_norm[..] else {
+            panic!("a new BatchNorm case needs a line here")
+        };
+        batch_norm_case!($dev, Bn1, $e, bn1, Rank2<6, 5>);
+        batch_norm_case!($dev, Bn2, $e, bn2, Rank4<3, 4, 5, 6>);
+        let [ln1, ln2] = &f.layer_norm[..] else {
+            panic!("a new LayerNorm case needs a line here")
+        };
+        layer_norm_case!($dev, Ln1, $e, ln1, Rank2<4, 7>);
+        layer_norm_case!($dev, Ln2, $e, ln2, Rank3<3, 4, 7>);
+        let ops: Vec<&str> = f.activations.iter().map(|c| c.op.as_str()).collect();
+        assert_eq!(ops, ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax"]);
+        let a = &f.activations;
+        activation_case!($dev, ReluOp, $e, &a[0]);
+        activation_case!($dev, GeluOp, $e, &a[1]);
+        activation_case!($dev, SiluOp, $e, &a[2]);
+        activation_case!($dev, SigmoidOp, $e, &a[3]);
+        activation_case!($dev, TanhOp, $e, &a[4]);
+        activation_case!($dev, SoftmaxOp, $e, &a[5]);
+        activation_case!($dev, LogSoftmaxOp, $e, &a[6]);
+    }};
+}
+
+pub(crate) use {activation_case, all_cases, batch_norm_case, layer_norm_case};

@@ -1,0 +1,63 @@
+//! `#[compact]`'s `BatchNorm`, `LayerNorm` and activations against Flax
+//! linen on `Cpu`: every case of `tests/fixtures/flax_norm_act.json`
+//! through DSL models (see `tests/common/norm_act.rs` for what is checked
+//! and the tolerances), plus BatchNorm with a `usize` batch and with an
+//! optimizer. `tests/layers_gradcheck.rs` checks BatchNorm's training-mode
+//! gradients against finite differences.
+
+#[path = "common/norm_act.rs"]
+mod norm_act;
+
+use flaxen::prelude::*;
+use norm_act::{assert_flax, Bn2};
+
+#[test]
+fn norm_and_activations_match_flax_f64() {
+    norm_act::all_cases!(&Cpu::default(), f64);
+}
+
+#[test]
+fn norm_and_activations_match_flax_f32() {
+    norm_act::all_cases!(&Cpu::default(), f32);
+}
+
+/// A `usize` batch trains the same as a `Const` one.
+#[test]
+fn batch_norm_runtime_batch() {
+    let f = norm_act::fixture();
+    let case = &f.batch_norm[1];
+    let dev: Cpu = Default::default();
+    let mut m = dev.build_module::<Bn2, f64>();
+    let bn = &mut m.batch_norm_0;
+    bn.scale.copy_from(&case.scale.data);
+    bn.bias.copy_from(&case.bias.data);
+    bn.running_mean.copy_from(&case.running_mean.data);
+    bn.running_var.copy_from(&case.running_var.data);
+    let x: Tensor<(usize, Const<4>, Const<5>, Const<6>), f64, Cpu> =
+        dev.tensor_from_vec(case.x.data.clone(), (3, Const, Const, Const));
+    let y = m.forward_mut(x.leaky_trace());
+    assert_flax("usize y", &y.as_vec(), &case.train.y);
+    assert_flax(
+        "usize running_var",
+        &m.batch_norm_0.running_var.as_vec(),
+        &case.train.running_var,
+    );
+}
+
+/// The running statistics are state, not parameters: not counted, and an
+/// optimizer step leaves them as training left them.
+#[test]
+fn batch_norm_statistics_are_not_parameters() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Bn2, f32>();
+    assert_eq!(m.num_trainable_params(), 2 * 4);
+    let mut state = TrainState::create(m, sgd(0.1, None, false)).unwrap();
+    let x: Tensor<Rank4<3, 4, 5, 6>, f32, Cpu> = dev.sample_normal();
+    let (_, grads) = state
+        .value_and_grad(|m, tape| m.forward_mut(x.clone().put_tape(tape)).square().mean())
+        .unwrap();
+    let trained = state.params.batch_norm_0.running_mean.as_vec();
+    assert!(trained.iter().any(|v| *v != 0.0), "training moved the mean");
+    state.apply_gradients(grads).unwrap();
+    assert_eq!(state.params.batch_norm_0.running_mean.as_vec(), trained);
+}

@@ -1,0 +1,156 @@
+"""Writes tests/fixtures/flax_norm_act.json: Flax linen BatchNorm (training
+and inference), LayerNorm and the activations that `#[compact]` offers,
+forward values and gradients, in float64, for tests/layers_norm_act.rs.
+
+    pip install jax flax   # jax 0.10.2, flax 0.12.8 made the committed file
+    python3 tests/python/make_flax_norm_act.py > tests/fixtures/flax_norm_act.json
+
+Layout is flaxen's (NCHW); Flax runs NHWC, so images are transposed in and
+out. loss = sum(y * r); grad_* are d loss / d *.
+"""
+
+import json
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import flax  # noqa: E402
+import flax.linen as nn  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+rng = np.random.default_rng(20261129)
+
+
+def arr(a):
+    a = np.asarray(a, dtype=np.float64)
+    return {"shape": list(a.shape), "data": [float(v) for v in a.reshape(-1)]}
+
+
+def normal(*shape, scale=1.0, shift=0.0):
+    return rng.standard_normal(shape) * scale + shift
+
+
+def to_nhwc(x):
+    return jnp.transpose(x, (0, 2, 3, 1)) if x.ndim == 4 else x
+
+
+def to_nchw(x):
+    return jnp.transpose(x, (0, 3, 1, 2)) if x.ndim == 4 else x
+
+
+def batch_norm_case(x_shape, momentum, epsilon):
+    c = x_shape[1]
+    x = normal(*x_shape, scale=2.0, shift=0.5)
+    r = normal(*x_shape)
+    scale, bias = normal(c, scale=0.5, shift=1.0), normal(c)
+    mean0, var0 = normal(c), rng.uniform(0.5, 2.0, c)
+    layer = nn.BatchNorm(momentum=momentum, epsilon=epsilon)
+    params = {"scale": jnp.asarray(scale), "bias": jnp.asarray(bias)}
+    stats = {"mean": jnp.asarray(mean0), "var": jnp.asarray(var0)}
+
+    def run(train):
+        def loss(x, p):
+            y, upd = layer.apply(
+                {"params": p, "batch_stats": stats},
+                to_nhwc(x),
+                use_running_average=not train,
+                mutable=["batch_stats"],
+            )
+            y = to_nchw(y)
+            return jnp.sum(y * r), (y, upd)
+
+        (_, (y, upd)), (gx, gp) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+            jnp.asarray(x), params
+        )
+        new = upd["batch_stats"]
+        return {
+            "y": arr(y),
+            "running_mean": arr(new["mean"]),
+            "running_var": arr(new["var"]),
+            "grad_x": arr(gx),
+            "grad_scale": arr(gp["scale"]),
+            "grad_bias": arr(gp["bias"]),
+        }
+
+    return {
+        "layer": f"BatchNorm(momentum={momentum}, epsilon={epsilon})",
+        "x": arr(x),
+        "r": arr(r),
+        "scale": arr(scale),
+        "bias": arr(bias),
+        "running_mean": arr(mean0),
+        "running_var": arr(var0),
+        "train": run(True),
+        "eval": run(False),
+    }
+
+
+def layer_norm_case(x_shape, epsilon):
+    f = x_shape[-1]
+    x = normal(*x_shape, scale=3.0, shift=-1.0)
+    r = normal(*x_shape)
+    scale, bias = normal(f, scale=0.5, shift=1.0), normal(f)
+    layer = nn.LayerNorm(epsilon=epsilon)
+    params = {"scale": jnp.asarray(scale), "bias": jnp.asarray(bias)}
+
+    def loss(x, p):
+        y = layer.apply({"params": p}, x)
+        return jnp.sum(y * r), y
+
+    (_, y), (gx, gp) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+        jnp.asarray(x), params
+    )
+    return {
+        "layer": f"LayerNorm(epsilon={epsilon})",
+        "x": arr(x),
+        "r": arr(r),
+        "scale": arr(scale),
+        "bias": arr(bias),
+        "y": arr(y),
+        "grad_x": arr(gx),
+        "grad_scale": arr(gp["scale"]),
+        "grad_bias": arr(gp["bias"]),
+    }
+
+
+ACTIVATIONS = {
+    "relu": nn.relu,
+    "gelu": nn.gelu,  # approximate=True, Flax's default
+    "silu": nn.silu,
+    "sigmoid": nn.sigmoid,
+    "tanh": nn.tanh,
+    "softmax": nn.softmax,
+    "log_softmax": nn.log_softmax,
+}
+
+
+def activation_case(name):
+    x = normal(4, 9, scale=2.5)
+    r = normal(4, 9)
+    f = ACTIVATIONS[name]
+    y, vjp = jax.vjp(f, jnp.asarray(x))
+    (gx,) = vjp(jnp.asarray(r))
+    return {"op": name, "x": arr(x), "r": arr(r), "y": arr(y), "grad_x": arr(gx)}
+
+
+out = {
+    "about": (
+        f"flax {flax.__version__} / jax {jax.__version__} linen BatchNorm, LayerNorm and "
+        "activations, float64, made by tests/python/make_flax_norm_act.py. Layout NCHW "
+        "(transposed to NHWC for Flax). loss = sum(y * r); grad_* are d loss / d *. "
+        "BatchNorm 'train' is use_running_average=False with mutable batch_stats "
+        "(running_* are the updated statistics), 'eval' is use_running_average=True."
+    ),
+    "batch_norm": [
+        batch_norm_case((6, 5), 0.9, 1e-5),
+        batch_norm_case((3, 4, 5, 6), 0.99, 1e-3),
+    ],
+    "layer_norm": [
+        layer_norm_case((4, 7), 1e-6),
+        layer_norm_case((3, 4, 7), 1e-2),
+    ],
+    "activations": [activation_case(n) for n in ACTIVATIONS],
+}
+print(json.dumps(out))
