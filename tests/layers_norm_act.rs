@@ -2,7 +2,7 @@
 //! linen on `Cpu`: every case of `tests/fixtures/flax_norm_act.json`
 //! through DSL models (see `tests/common/norm_act.rs` for what is checked
 //! and the tolerances), plus BatchNorm with a `usize` batch and with an
-//! optimizer. `tests/layers_gradcheck.rs` checks BatchNorm's training-mode
+//! optimizer, and `Dropout`'s semantics. `tests/layers_gradcheck.rs` checks BatchNorm's training-mode
 //! gradients against finite differences.
 
 #[path = "common/norm_act.rs"]
@@ -60,4 +60,43 @@ fn batch_norm_statistics_are_not_parameters() {
     assert!(trained.iter().any(|v| *v != 0.0), "training moved the mean");
     state.apply_gradients(grads).unwrap();
     assert_eq!(state.params.batch_norm_0.running_mean.as_vec(), trained);
+}
+
+/// `Dropout(0.25)` alone.
+pub struct Drop;
+
+#[compact]
+impl Drop {
+    fn forward(x: Input<1000>) {
+        Dropout(0.25)(x)
+    }
+}
+
+/// Flax's `Dropout` semantics (no fixture: the random masks differ): in
+/// training each element is zeroed with probability `rate` and the others
+/// are divided by `1 - rate`, and the gradient goes through the same mask;
+/// in inference it is the identity.
+#[test]
+fn dropout_matches_flax_semantics() {
+    let dev = Cpu::seed_from_u64(7);
+    let mut m = dev.build_module::<Drop, f64>();
+    let x: Tensor<Rank2<8, 1000>, f64, _> = dev.sample_uniform() + 0.5;
+    assert_eq!(m.forward(x.clone()).as_vec(), x.as_vec());
+
+    let y = m.forward_mut(x.leaky_trace());
+    let (xs, ys) = (x.as_vec(), y.as_vec());
+    let grads = y.sum().backward();
+    let gs = grads.get(&x).as_vec();
+    let mut dropped = 0;
+    for ((x, y), g) in xs.iter().zip(&ys).zip(&gs) {
+        if *y == 0.0 {
+            dropped += 1;
+            assert_eq!(*g, 0.0, "a dropped element gets no gradient");
+        } else {
+            assert!((y - x / 0.75).abs() <= 1e-12, "kept {x} -> {y}");
+            assert!((g - 1.0 / 0.75).abs() <= 1e-12, "kept gradient {g}");
+        }
+    }
+    // 8000 Bernoulli(0.25) draws: mean 2000, standard deviation about 39.
+    assert!((1800..=2200).contains(&dropped), "{dropped} of 8000 dropped");
 }
