@@ -8,7 +8,8 @@
 //!    1e-4 * max(|flax|, 1)` per element.
 //!    Likewise `tests/fixtures/flax_norm_act.json` (BatchNorm, LayerNorm,
 //!    activations; tolerances in `tests/common/norm_act.rs`).
-//! 2. Cuda == Cpu on random cases: the same layer (parameters built on Cpu
+//! 2. Cuda == Cpu on random cases (every geometry of
+//!    `tests/common/geometries.rs`, in f32 and f64): the same layer (parameters built on Cpu
 //!    and moved with `to_device`) on the same inputs, `Const` and `usize`
 //!    batch, forward and every gradient. Tolerance: in f32 `|cuda - cpu| <=
 //!    1e-5 + 1e-4 * |cpu|` (`tests/cuda_smoke.rs`: cuBLAS and flaxen's CPU
@@ -21,11 +22,14 @@
 
 #[path = "common/cuda.rs"]
 mod cuda_common;
+#[path = "common/geometries.rs"]
+#[macro_use]
+mod geometries;
 
-use cuda_common::{assert_close_f32, assert_close_f64, ATOL, RTOL};
+use cuda_common::assert_close;
 use flaxen::dfdx::nn::ToDevice;
 use flaxen::prelude::*;
-use flaxen::runtime::layers::{builder, conv_out_size, same_padding, AvgPool2D, MaxPool2D};
+use flaxen::runtime::layers::{builder, conv_out_size, AvgPool2D, MaxPool2D};
 
 // ---------------------------------------------------------------- fixtures
 
@@ -70,23 +74,6 @@ fn cuda_norm_and_activations_match_flax_f64() {
 
 // ------------------------------------------------------- Cuda == Cpu kernels
 
-/// Compares Cpu and Cuda results of one dtype with that dtype's tolerance.
-trait Compare: Dtype {
-    fn compare(what: &str, cpu: &[Self], cuda: &[Self]);
-}
-
-impl Compare for f32 {
-    fn compare(what: &str, cpu: &[f32], cuda: &[f32]) {
-        assert_close_f32(what, cpu, cuda, ATOL, RTOL);
-    }
-}
-
-impl Compare for f64 {
-    fn compare(what: &str, cpu: &[f64], cuda: &[f64]) {
-        assert_close_f64(what, cpu, cuda, 1e-10, 1e-10);
-    }
-}
-
 macro_rules! conv_cuda_vs_cpu {
     ($name:ident, $e:ty, c = $c:literal, o = $o:literal, k = ($kh:literal, $kw:literal),
      s = ($sh:literal, $sw:literal), pad = ($pt:expr, $pb:expr, $pl:expr, $pr:expr),
@@ -104,7 +91,7 @@ macro_rules! conv_cuda_vs_cpu {
             let mut conv = cpu.build_module::<L, $e>();
             conv.bias = cpu.sample_normal();
             let gconv = conv.to_device(&cuda);
-            let cmp = <$e as Compare>::compare;
+            let cmp = assert_close::<$e>;
 
             // Const batch.
             let x: Tensor<Rank4<3, $c, $h, $w>, $e, Cpu> = cpu.sample_normal();
@@ -139,52 +126,6 @@ macro_rules! conv_cuda_vs_cpu {
     };
 }
 
-conv_cuda_vs_cpu!(
-    conv_same_3x3_f32,
-    f32,
-    c = 3,
-    o = 4,
-    k = (3, 3),
-    s = (1, 1),
-    pad = (
-        same_padding(9, 3, 1).0,
-        same_padding(9, 3, 1).1,
-        same_padding(8, 3, 1).0,
-        same_padding(8, 3, 1).1
-    ),
-    hw = (9, 8)
-);
-conv_cuda_vs_cpu!(
-    conv_rect_strided_asymmetric_f32,
-    f32,
-    c = 2,
-    o = 3,
-    k = (3, 2),
-    s = (2, 3),
-    pad = (2, 0, 1, 2),
-    hw = (7, 8)
-);
-conv_cuda_vs_cpu!(
-    conv_valid_5x5_stride2_f64,
-    f64,
-    c = 2,
-    o = 3,
-    k = (5, 5),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (9, 10)
-);
-conv_cuda_vs_cpu!(
-    conv_same_3x3_f64,
-    f64,
-    c = 3,
-    o = 4,
-    k = (3, 3),
-    s = (1, 1),
-    pad = (1, 1, 1, 1),
-    hw = (9, 8)
-);
-
 macro_rules! pool_cuda_vs_cpu {
     ($name:ident, $e:ty, $pool:ident, c = $c:literal, k = ($kh:literal, $kw:literal),
      s = ($sh:literal, $sw:literal), pad = ($pt:literal, $pb:literal, $pl:literal, $pr:literal),
@@ -196,7 +137,7 @@ macro_rules! pool_cuda_vs_cpu {
             type L = $pool<$c, $kh, $kw, $sh, $sw, $pt, $pb, $pl, $pr, $h, $w, OH, OW>;
             let cpu = Cpu::seed_from_u64(6);
             let cuda = Cuda::default();
-            let cmp = <$e as Compare>::compare;
+            let cmp = assert_close::<$e>;
             for batch in [1usize, 4] {
                 let x: Tensor<(usize, Const<$c>, Const<$h>, Const<$w>), $e, Cpu> =
                     cpu.sample_normal_like(&(batch, Const, Const, Const));
@@ -227,43 +168,16 @@ macro_rules! pool_cuda_vs_cpu {
     };
 }
 
-pool_cuda_vs_cpu!(
-    avg_pool_2x2_f32,
-    f32,
-    AvgPool2D,
-    c = 3,
-    k = (2, 2),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (6, 7)
-);
-pool_cuda_vs_cpu!(
-    avg_pool_padded_rect_f64,
-    f64,
-    AvgPool2D,
-    c = 2,
-    k = (3, 2),
-    s = (2, 1),
-    pad = (1, 2, 0, 1),
-    hw = (7, 5)
-);
-pool_cuda_vs_cpu!(
-    max_pool_2x2_f32,
-    f32,
-    MaxPool2D,
-    c = 3,
-    k = (2, 2),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (6, 7)
-);
-pool_cuda_vs_cpu!(
-    max_pool_padded_rect_f32,
-    f32,
-    MaxPool2D,
-    c = 2,
-    k = (3, 2),
-    s = (2, 1),
-    pad = (1, 2, 0, 1),
-    hw = (7, 5)
-);
+/// Every geometry of `tests/common/geometries.rs` in f32.
+mod in_f32 {
+    use super::*;
+    conv_geometries!(conv_cuda_vs_cpu, f32);
+    pool_geometries!(pool_cuda_vs_cpu, f32);
+}
+
+/// Every geometry of `tests/common/geometries.rs` in f64.
+mod in_f64 {
+    use super::*;
+    conv_geometries!(conv_cuda_vs_cpu, f64);
+    pool_geometries!(pool_cuda_vs_cpu, f64);
+}

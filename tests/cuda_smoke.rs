@@ -16,22 +16,11 @@ use flaxen::dfdx::nn::ToDevice;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 
-const ATOL: f32 = 1e-5;
-const RTOL: f32 = 1e-4;
+#[path = "common/cuda.rs"]
+mod cuda_common;
+use cuda_common::assert_close;
 
 type Model = (Linear<6, 16>, ReLU, Linear<16, 3>);
-
-fn assert_close(what: &str, cpu: &[f32], cuda: &[f32]) {
-    assert_eq!(cpu.len(), cuda.len(), "{what}: lengths differ");
-    for (i, (&a, &b)) in cpu.iter().zip(cuda).enumerate() {
-        let tol = ATOL + RTOL * a.abs();
-        assert!(
-            (a - b).abs() <= tol,
-            "{what}[{i}]: cpu {a} vs cuda {b} (|diff| {} > tol {tol})",
-            (a - b).abs()
-        );
-    }
-}
 
 /// All parameters of the model, in `TensorCollection` order, as one vector.
 fn flat_params<D: Device<f32>>(m: &<Model as BuildOnDevice<D, f32>>::Built) -> Vec<f32> {

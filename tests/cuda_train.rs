@@ -25,7 +25,7 @@
 #[path = "common/cuda.rs"]
 mod cuda_common;
 
-use cuda_common::{assert_close_f32, ATOL, RTOL};
+use cuda_common::assert_close;
 use flaxen::dfdx::nn::ToDevice;
 use flaxen::prelude::*;
 
@@ -133,5 +133,5 @@ fn cuda_losses_match_cpu_for_the_first_10_steps() {
     let cpu_losses = on_cpu::train(&Cpu::default(), net, 2);
     let cuda_losses = on_cuda::train(&cuda, gpu_net, 2);
     eprintln!("cpu  {cpu_losses:?}\ncuda {cuda_losses:?}");
-    assert_close_f32("losses, steps 1-10", &cpu_losses, &cuda_losses, ATOL, RTOL);
+    assert_close("losses, steps 1-10", &cpu_losses, &cuda_losses);
 }

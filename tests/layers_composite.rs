@@ -3,10 +3,12 @@
 //! every gradient, with `Const` and `usize` batch dims, with and without a
 //! tape, and with tensors used twice (gradients must accumulate).
 
+#[path = "common/geometries.rs"]
+#[macro_use]
+mod geometries;
+
 use flaxen::prelude::*;
-use flaxen::runtime::layers::{
-    builder, composite, conv_out_size, same_padding, AvgPool2D, MaxPool2D, PoolKind,
-};
+use flaxen::runtime::layers::{builder, composite, conv_out_size, AvgPool2D, MaxPool2D, PoolKind};
 
 fn assert_same(what: &str, a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len(), "{what}: length");
@@ -121,50 +123,10 @@ macro_rules! conv_vs_composite {
     };
 }
 
-conv_vs_composite!(
-    conv_same_3x3,
-    c = 3,
-    o = 4,
-    k = (3, 3),
-    s = (1, 1),
-    pad = (
-        same_padding(9, 3, 1).0,
-        same_padding(9, 3, 1).1,
-        same_padding(8, 3, 1).0,
-        same_padding(8, 3, 1).1
-    ),
-    hw = (9, 8)
-);
-conv_vs_composite!(
-    conv_rect_strided_asymmetric,
-    c = 2,
-    o = 3,
-    k = (3, 2),
-    s = (2, 3),
-    pad = (2, 0, 1, 2),
-    hw = (7, 8)
-);
-conv_vs_composite!(
-    conv_pointwise,
-    c = 4,
-    o = 2,
-    k = (1, 1),
-    s = (1, 1),
-    pad = (0, 0, 0, 0),
-    hw = (5, 6)
-);
-conv_vs_composite!(
-    conv_valid_5x5_stride2,
-    c = 2,
-    o = 3,
-    k = (5, 5),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (9, 10)
-);
+conv_geometries!(conv_vs_composite);
 
 macro_rules! pool_vs_composite {
-    ($name:ident, $pool:ident, $kind:expr, c = $c:literal, k = ($kh:literal, $kw:literal),
+    ($name:ident, $pool:ident, c = $c:literal, k = ($kh:literal, $kw:literal),
      s = ($sh:literal, $sw:literal), pad = ($pt:literal, $pb:literal, $pl:literal, $pr:literal),
      hw = ($h:literal, $w:literal)) => {
         #[test]
@@ -181,7 +143,7 @@ macro_rules! pool_vs_composite {
                     dev.sample_normal_like(&(batch, Const, Const, Const));
                 let fast = L::default().forward(x.leaky_trace());
                 let slow = composite::try_pool2d(
-                    $kind,
+                    L::KIND,
                     $c,
                     &win,
                     x.leaky_trace(),
@@ -202,46 +164,7 @@ macro_rules! pool_vs_composite {
     };
 }
 
-pool_vs_composite!(
-    avg_pool_2x2,
-    AvgPool2D,
-    PoolKind::Avg,
-    c = 3,
-    k = (2, 2),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (6, 7)
-);
-pool_vs_composite!(
-    avg_pool_padded_rect,
-    AvgPool2D,
-    PoolKind::Avg,
-    c = 2,
-    k = (3, 2),
-    s = (2, 1),
-    pad = (1, 2, 0, 1),
-    hw = (7, 5)
-);
-pool_vs_composite!(
-    max_pool_2x2,
-    MaxPool2D,
-    PoolKind::Max,
-    c = 3,
-    k = (2, 2),
-    s = (2, 2),
-    pad = (0, 0, 0, 0),
-    hw = (6, 7)
-);
-pool_vs_composite!(
-    max_pool_padded_rect,
-    MaxPool2D,
-    PoolKind::Max,
-    c = 2,
-    k = (3, 2),
-    s = (2, 1),
-    pad = (1, 2, 0, 1),
-    hw = (7, 5)
-);
+pool_geometries!(pool_vs_composite);
 
 #[test]
 fn non_contiguous_inputs() {

@@ -98,5 +98,8 @@ fn dropout_matches_flax_semantics() {
         }
     }
     // 8000 Bernoulli(0.25) draws: mean 2000, standard deviation about 39.
-    assert!((1800..=2200).contains(&dropped), "{dropped} of 8000 dropped");
+    assert!(
+        (1800..=2200).contains(&dropped),
+        "{dropped} of 8000 dropped"
+    );
 }

@@ -2,42 +2,38 @@
 //! `#[path = "common/cuda.rs"] mod cuda_common;`).
 #![allow(dead_code)]
 
-/// Cpu-vs-Cuda tolerance of `tests/cuda_smoke.rs`: `|cpu - cuda| <= ATOL +
-/// RTOL * |cpu|` in f32 (cuBLAS and the CPU gemm sum in different orders).
-pub const ATOL: f32 = 1e-5;
-/// See [`ATOL`].
-pub const RTOL: f32 = 1e-4;
+use flaxen::prelude::*;
 
-/// `|cuda - cpu| <= atol + rtol * |cpu|` for every element.
-pub fn assert_close_f32(what: &str, cpu: &[f32], cuda: &[f32], atol: f32, rtol: f32) {
+/// How close a Cuda result must be to the Cpu one: `|cuda - cpu| <= ATOL +
+/// RTOL * |cpu|` per element.
+pub trait CudaTolerance: Dtype {
+    const ATOL: f64;
+    const RTOL: f64;
+}
+
+/// f32: cuBLAS and flaxen's CPU gemm sum in different orders.
+impl CudaTolerance for f32 {
+    const ATOL: f64 = 1e-5;
+    const RTOL: f64 = 1e-4;
+}
+
+/// f64: about what `tests/layers_composite.rs` holds the CPU kernels to
+/// against the composite path.
+impl CudaTolerance for f64 {
+    const ATOL: f64 = 1e-10;
+    const RTOL: f64 = 1e-10;
+}
+
+/// `|cuda - cpu| <= E::ATOL + E::RTOL * |cpu|` for every element.
+pub fn assert_close<E: CudaTolerance>(what: &str, cpu: &[E], cuda: &[E]) {
     assert_eq!(cpu.len(), cuda.len(), "{what}: lengths differ");
-    for (i, (&a, &b)) in cpu.iter().zip(cuda).enumerate() {
-        let tol = atol + rtol * a.abs();
+    for (i, (a, b)) in cpu.iter().zip(cuda).enumerate() {
+        let (a, b) = (a.to_f64().unwrap(), b.to_f64().unwrap());
+        let tol = E::ATOL + E::RTOL * a.abs();
         assert!(
             (a - b).abs() <= tol,
             "{what}[{i}]: cpu {a} vs cuda {b} (|diff| {} > tol {tol})",
             (a - b).abs()
         );
     }
-}
-
-/// `|cuda - cpu| <= atol + rtol * |cpu|` for every element, in f64.
-pub fn assert_close_f64(what: &str, cpu: &[f64], cuda: &[f64], atol: f64, rtol: f64) {
-    assert_eq!(cpu.len(), cuda.len(), "{what}: lengths differ");
-    for (i, (&a, &b)) in cpu.iter().zip(cuda).enumerate() {
-        let tol = atol + rtol * a.abs();
-        assert!(
-            (a - b).abs() <= tol,
-            "{what}[{i}]: cpu {a} vs cuda {b} (|diff| {} > tol {tol})",
-            (a - b).abs()
-        );
-    }
-}
-
-/// The largest `|a - b| / max(|b|, 1)` over all elements (for messages).
-pub fn worst_rel(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-        .fold(0.0, f32::max)
 }

@@ -42,6 +42,9 @@ macro_rules! pool_layer {
                 const OW: usize,
             > $name<C, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
         {
+            /// Average or max.
+            pub const KIND: PoolKind = $kind;
+
             /// The checked window geometry. Naming it fails to compile, with
             /// a message that says which rule is broken, when the dimensions
             /// are inconsistent (`OH == (H + PT + PB - KH) / SH + 1`, likewise
