@@ -33,106 +33,28 @@
 //! Without a GPU this file still has to compile: see docs/cuda.md.
 #![cfg(feature = "cuda")]
 
-use flaxen::dfdx::nn::ToDevice;
-use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 
 // ------------------------------------------- 1. MLP, scan! == plain, exact
 
-type Mlp = (Linear<6, 16>, ReLU, Linear<16, 3>);
-type MlpNet = <Mlp as BuildOnDevice<Cuda, f32>>::Built;
-
-struct MlpState {
-    model: MlpNet,
-    opt: Adam<MlpNet, f32, Cuda>,
-    grads: Gradients<f32, Cuda>,
-    steps: usize,
-}
-
-type MlpBatch = (
-    Tensor<Rank2<8, 6>, f32, Cuda>,
-    Tensor<Rank1<8>, usize, Cuda>,
-);
-
-/// Same parameters for every call with the same seed: built on the Cpu from
-/// the seed, then copied to the device.
-fn mlp_init(cuda: &Cuda, seed: u64) -> MlpState {
-    let model = Cpu::seed_from_u64(seed)
-        .build_module::<Mlp, f32>()
-        .to_device(cuda);
-    let grads = model.alloc_grads();
-    let opt = Adam::new(&model, AdamConfig::default());
-    MlpState {
-        model,
-        opt,
-        grads,
-        steps: 0,
-    }
-}
-
-fn mlp_step(mut s: MlpState, (x, y): MlpBatch) -> (MlpState, Tensor<Rank0, f32, Cuda>) {
-    let grads = std::mem::replace(&mut s.grads, Gradients::leaky());
-    let logits = s.model.forward(x.traced(grads));
-    let loss = -logits.log_softmax::<Axis<1>>().select(y).mean();
-    let value = loss.retaped::<NoneTape>();
-    let mut grads = loss.backward();
-    s.opt
-        .update(&mut s.model, &grads)
-        .expect("all params have grads");
-    s.model.zero_grads(&mut grads);
-    s.grads = grads;
-    s.steps += 1;
-    (s, value)
-}
-
-type CpuMlpBatch = (Tensor<Rank2<8, 6>, f32, Cpu>, Tensor<Rank1<8>, usize, Cpu>);
-
-fn mlp_batches(k: usize) -> Vec<CpuMlpBatch> {
-    let cpu = Cpu::seed_from_u64(7);
-    (0..k)
-        .map(|i| {
-            let x = cpu.sample_normal();
-            let y = cpu.tensor([0, 1, 2, 0, 1, 2, i % 3, (i + 1) % 3]);
-            (x, y)
-        })
-        .collect()
-}
-
-fn mlp_params(s: &MlpState) -> Vec<f32> {
-    let mut v = s.model.0.weight.as_vec();
-    v.extend(s.model.0.bias.as_vec());
-    v.extend(s.model.2.weight.as_vec());
-    v.extend(s.model.2.bias.as_vec());
-    v
-}
+#[path = "common/mlp_adam.rs"]
+mod mlp_adam;
+use mlp_adam::{batches, init, params, plain_calls, stacked, train_step};
 
 #[test]
 fn cuda_scan_equals_k_plain_calls_bit_for_bit() {
     let cuda = Cuda::default();
-    let bs = mlp_batches(5);
-
-    let mut plain = mlp_init(&cuda, 1);
-    let mut plain_losses = Vec::new();
-    for (x, y) in &bs {
-        let (s, l) = mlp_step(plain, (x.to_device(&cuda), y.to_device(&cuda)));
-        plain = s;
-        plain_losses.push(l.array());
-    }
-
-    // dfdx 0.13 has no `stack` for usize tensors on Cuda: stack on the Cpu,
-    // then one copy of each stacked tensor to the device.
-    let arr: [CpuMlpBatch; 5] = bs.try_into().unwrap_or_else(|_| unreachable!());
-    let (xs, ys) = stack_batches(arr);
-    let stacked = (xs.to_device(&cuda), ys.to_device(&cuda));
-    let (scanned, losses) = scan!(5, mlp_step, mlp_init(&cuda, 1), stacked);
+    let bs = batches(7, 5);
+    let (plain, plain_losses) = plain_calls(&cuda, 1, &bs);
+    let (scanned, losses) = scan!(5, train_step, init(&cuda, 1), stacked::<5, _>(&cuda, &bs));
     let losses: Tensor<Rank1<5>, f32, Cuda> = losses;
 
     assert_eq!(scanned.steps, 5);
     assert_eq!(losses.array().to_vec(), plain_losses, "losses");
-    assert_eq!(mlp_params(&scanned), mlp_params(&plain), "parameters");
+    assert_eq!(params(&scanned), params(&plain), "parameters");
     // Five sequential Adam updates really moved the parameters, and the
     // loss is finite.
-    assert_ne!(mlp_params(&scanned), mlp_params(&mlp_init(&cuda, 1)));
+    assert_ne!(params(&scanned), params(&init(&cuda, 1)));
     assert!(
         plain_losses.iter().all(|l| l.is_finite()),
         "{plain_losses:?}"
@@ -144,20 +66,11 @@ fn cuda_scan_equals_k_plain_calls_bit_for_bit() {
 fn cuda_scan_with_const_k_equals_plain_calls() {
     const K: usize = 3;
     let cuda = Cuda::default();
-    let bs = mlp_batches(K);
-    let arr: [CpuMlpBatch; K] = bs.clone().try_into().unwrap_or_else(|_| unreachable!());
-    let (xs, ys) = stack_batches(arr);
-    let stacked = (xs.to_device(&cuda), ys.to_device(&cuda));
-    let (scanned, losses) = scan!(K, mlp_step, mlp_init(&cuda, 2), stacked);
-    let mut plain = mlp_init(&cuda, 2);
-    let mut plain_losses = Vec::new();
-    for (x, y) in bs {
-        let (s, l) = mlp_step(plain, (x.to_device(&cuda), y.to_device(&cuda)));
-        plain = s;
-        plain_losses.push(l.array());
-    }
+    let bs = batches(7, K);
+    let (scanned, losses) = scan!(K, train_step, init(&cuda, 2), stacked::<K, _>(&cuda, &bs));
+    let (plain, plain_losses) = plain_calls(&cuda, 2, &bs);
     assert_eq!(losses.array().to_vec(), plain_losses);
-    assert_eq!(mlp_params(&scanned), mlp_params(&plain));
+    assert_eq!(params(&scanned), params(&plain));
 }
 
 /// Slicing stacked batches on Cuda is an exact copy, for f32 (device
