@@ -103,3 +103,42 @@ fn dropout_matches_flax_semantics() {
         "{dropped} of 8000 dropped"
     );
 }
+
+/// BatchNorm's running statistics are model state: a checkpoint carries
+/// them, and the restored model infers exactly like the trained one.
+#[test]
+fn batch_norm_statistics_survive_a_checkpoint() {
+    use flaxen::runtime::checkpoint::Checkpoint;
+    let dev = Cpu::seed_from_u64(5);
+    let mut m = dev.build_module::<Bn2, f32>();
+    for _ in 0..3 {
+        let x: Tensor<Rank4<3, 4, 5, 6>, f32, Cpu> = dev.sample_normal();
+        let _ = m.forward_mut((x * 2.0 + 1.0).leaky_trace());
+    }
+    let mut ckpt = Checkpoint::new(3);
+    ckpt.add_module("params", &m).unwrap();
+    let keys: Vec<&str> = ckpt.keys().collect();
+    assert!(
+        keys.contains(&"params.batch_norm_0.running_var"),
+        "{keys:?}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("flaxen-bn-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bn.safetensors");
+    ckpt.save(&path).unwrap();
+    let mut fresh = dev.build_module::<Bn2, f32>();
+    Checkpoint::load(&path)
+        .unwrap()
+        .restore()
+        .module("params", &mut fresh)
+        .apply()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (a, b) = (&m.batch_norm_0, &fresh.batch_norm_0);
+    assert_eq!(a.running_mean.as_vec(), b.running_mean.as_vec());
+    assert_eq!(a.running_var.as_vec(), b.running_var.as_vec());
+    assert_ne!(b.running_var.as_vec(), vec![1.0; 4], "training moved them");
+    let x: Tensor<Rank4<2, 4, 5, 6>, f32, Cpu> = dev.sample_normal();
+    assert_eq!(m.forward(x.clone()).as_vec(), fresh.forward(x).as_vec());
+}
