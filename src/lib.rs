@@ -128,11 +128,11 @@
 ///
 /// The layers are flaxen's runtime layers where it has them (`Conv` →
 /// `layers::Conv2D`, pools, `flatten` → `layers::Flatten2D`, `relu` →
-/// `layers::Relu`, `Dense` on `[features]` → `layers::Dense`, all with fast
-/// CPU kernels and Flax's initialisers, and `BatchNorm` → `layers::BatchNorm`
-/// with Flax's running statistics) and dfdx's modules otherwise (`Dense` on
-/// `[seq, features]` or without bias → `Linear` / `UnbiasedLinear`,
-/// `Dropout`, `LayerNorm` → `LayerNorm1D`).
+/// `layers::Relu`, `Dense` → `layers::Dense`, or `layers::UnbiasedDense`
+/// with `use_bias = false`, all with fast CPU kernels and Flax's
+/// initialisers, and `BatchNorm` → `layers::BatchNorm` with Flax's running
+/// statistics) and dfdx's modules otherwise (`Dropout`, `LayerNorm` →
+/// `LayerNorm1D`, which already match Flax).
 ///
 /// # Training and inference
 ///

@@ -206,3 +206,51 @@ fn many_layers() {
     let x: Tensor<Rank2<2, 3>, f32, _> = dev.sample_normal();
     let _: Tensor<Rank2<2, 2>, f32, _> = m.forward(x);
 }
+
+/// Dense layers with and without bias, on sequences and on features.
+pub struct Denses;
+
+#[compact]
+impl Denses {
+    fn forward(x: Input<4, 512>) {
+        let x = Dense(256)(x);
+        let x = Dense(512, use_bias = false)(flatten(x));
+        Dense(8)(x)
+    }
+}
+
+/// Every `Dense` gets Flax's initialisation (lecun_normal kernel, zero
+/// bias), whatever its input rank and bias: the standard deviation of each
+/// kernel is within 5% of `1 / sqrt(fan_in)`, and no value is beyond the
+/// truncation at two standard deviations of the untruncated normal.
+#[test]
+fn every_dense_has_flax_init() {
+    use flaxen::runtime::layers::{Dense, UnbiasedDense};
+    let dev = Cpu::seed_from_u64(0);
+    let m = dev.build_module::<Denses, f32>();
+    let _: &Dense<512, 256, f32, Cpu> = &m.dense_0;
+    let _: &UnbiasedDense<1024, 512, f32, Cpu> = &m.dense_1;
+    assert!(m.dense_0.bias.as_vec().iter().all(|b| *b == 0.0));
+    assert!(m.dense_2.bias.as_vec().iter().all(|b| *b == 0.0));
+    for (what, w, fan_in) in [
+        ("dense_0", m.dense_0.weight.as_vec(), 512.0f64),
+        ("dense_1", m.dense_1.weight.as_vec(), 1024.0),
+        ("dense_2", m.dense_2.weight.as_vec(), 512.0),
+    ] {
+        let n = w.len() as f64;
+        let mean = w.iter().map(|v| *v as f64).sum::<f64>() / n;
+        let std = (w.iter().map(|v| (*v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let want = fan_in.powf(-0.5);
+        assert!(
+            (std / want - 1.0).abs() < 0.05,
+            "{what}: std {std}, want {want}"
+        );
+        let bound = 2.0 * want / 0.879_625_661_034_239_8;
+        assert!(
+            w.iter().all(|v| (*v as f64).abs() <= bound + 1e-6),
+            "{what}: truncation"
+        );
+    }
+    let x: Tensor<Rank3<2, 4, 512>, f32, _> = dev.sample_normal();
+    let _: Tensor<Rank2<2, 8>, f32, _> = m.forward(x);
+}

@@ -281,6 +281,60 @@ fn dense_matches_dfdx_linear() {
     check::<400, 300>(9);
 }
 
+/// `Dense` on `(B, S, I)` (Flax's Dense on the last axis) and
+/// `UnbiasedDense` against dfdx's `Linear` / `UnbiasedLinear` with the same
+/// parameters: outputs and all gradients, `usize` batch and sequence dims.
+#[test]
+fn dense_on_sequences_and_unbiased_match_dfdx() {
+    use flaxen::runtime::layers::UnbiasedDense;
+    let dev: Cpu = Default::default();
+    let linear = dev.build_module::<Linear<6, 4>, f64>();
+    let mut dense = dev.build_module::<builder::Dense<6, 4>, f64>();
+    dense.weight = linear.weight.clone();
+    dense.bias = linear.bias.clone();
+    let x: Tensor<(usize, usize, Const<6>), f64, _> = dev.sample_normal_like(&(3, 5, Const));
+    let probe: Tensor<(usize, usize, Const<4>), f64, _> = dev.sample_normal_like(&(3, 5, Const));
+    let ya = dense.forward(x.leaky_trace());
+    let yb = linear.forward(x.leaky_trace());
+    assert_eq!(ya.shape(), &(3, 5, Const::<4>));
+    assert_same("y", &ya.as_vec(), &yb.as_vec());
+    let ga = (ya * probe.clone()).sum().backward();
+    let gb = (yb * probe.clone()).sum().backward();
+    assert_same("dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+    assert_same(
+        "dw",
+        &ga.get(&dense.weight).as_vec(),
+        &gb.get(&linear.weight).as_vec(),
+    );
+    assert_same(
+        "db",
+        &ga.get(&dense.bias).as_vec(),
+        &gb.get(&linear.bias).as_vec(),
+    );
+
+    let unbiased = dev.build_module::<UnbiasedLinear<6, 4>, f64>();
+    let mut ours = dev.build_module::<builder::UnbiasedDense<6, 4>, f64>();
+    ours.weight = unbiased.weight.clone();
+    let _: &UnbiasedDense<6, 4, f64, Cpu> = &ours;
+    let ya = ours.forward(x.leaky_trace());
+    let yb = unbiased.forward(x.leaky_trace());
+    assert_same("unbiased y", &ya.as_vec(), &yb.as_vec());
+    let ga = (ya * probe.clone()).sum().backward();
+    let gb = (yb * probe).sum().backward();
+    assert_same("unbiased dx", &ga.get(&x).as_vec(), &gb.get(&x).as_vec());
+    assert_same(
+        "unbiased dw",
+        &ga.get(&ours.weight).as_vec(),
+        &gb.get(&unbiased.weight).as_vec(),
+    );
+    let xr: Tensor<Rank2<2, 6>, f64, _> = dev.sample_normal();
+    assert_same(
+        "unbiased rank 2",
+        &ours.forward(xr.clone()).as_vec(),
+        &unbiased.forward(xr).as_vec(),
+    );
+}
+
 /// flaxen's `Relu` (its own CPU kernel) against dfdx's `relu`: values and
 /// the input gradient, with exact zeros in the input and the output used
 /// twice (gradients accumulate).

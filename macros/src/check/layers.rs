@@ -55,7 +55,6 @@ impl Checker {
             return Val::Poison;
         };
         let s = self.shape(i).to_vec();
-        let nn = nn();
         match last.as_str() {
             "Dense" => {
                 let feats = bound
@@ -82,19 +81,13 @@ impl Checker {
                 };
                 let inf = s[s.len() - 1].clone();
                 let ig = inf.generic();
-                let ty = if bias && s.len() == 1 {
-                    // flaxen's own `Dense` (AVX-512 CPU kernel, Flax's
-                    // lecun_normal init; same keys and layout as `Linear`)
-                    // for `[features]` inputs; dfdx's `Linear` for
-                    // `[seq, features]`, which that layer does not take.
-                    let (ol, l) = (lit(o), layers());
+                // flaxen's own layers: Flax's lecun_normal init, which
+                // dfdx's `Linear` lacks, with its keys and layout.
+                let (ol, l) = (lit(o), layers());
+                let ty = if bias {
                     quote!(#l::Dense<#ig, #ol, E, D>)
-                } else if bias {
-                    let ol = lit(o);
-                    quote!(#nn::Linear<#ig, #ol, E, D>)
                 } else {
-                    let ol = lit(o);
-                    quote!(#nn::UnbiasedLinear<#ig, #ol, E, D>)
+                    quote!(#l::UnbiasedDense<#ig, #ol, E, D>)
                 };
                 let params = match inf.known() {
                     Some(f) => {

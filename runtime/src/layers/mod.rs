@@ -45,7 +45,7 @@ mod pool;
 mod relu;
 
 pub use conv::{Conv2D, NoInputGrad};
-pub use dense::Dense;
+pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
 pub use norm::BatchNorm;
@@ -55,7 +55,7 @@ pub use relu::Relu;
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
     pub use super::conv::builder::Conv2D;
-    pub use super::dense::builder::Dense;
+    pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::norm::builder::BatchNorm;
 }
 
