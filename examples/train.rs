@@ -10,9 +10,11 @@
 //! Every run writes to `--out` (default `runs/train`): `metrics.jsonl`,
 //! TensorBoard event files and `checkpoints/ckpt-<step>.safetensors` (the
 //! last three are kept). `--resume` restores the newest checkpoint — model,
-//! optimizer, step and data order — and continues bit for bit.
+//! optimizer, step and data order — and continues bit for bit. A directory
+//! that already holds a run is refused unless `--resume` continues it or
+//! `--overwrite` replaces it, so no run's files are mixed with another's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -86,8 +88,13 @@ struct Args {
     #[arg(long, default_value = "runs/train")]
     out: PathBuf,
     /// Continue from the newest checkpoint in `<out>/checkpoints`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     resume: bool,
+    /// Start afresh in a run directory that holds an earlier run, deleting
+    /// that run's checkpoints, metrics.jsonl and TensorBoard events (without
+    /// this or `--resume`, such a directory is refused).
+    #[arg(long)]
+    overwrite: bool,
     /// Stop after this many steps in this invocation (the schedule still
     /// spans `--epochs`); with `--resume` this splits one run in parts.
     #[arg(long)]
@@ -202,6 +209,9 @@ where
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating the run directory {}", args.out.display()))?;
     let ckpts = CheckpointManager::new(args.out.join("checkpoints"), 3)?;
+    if !args.resume {
+        claim_run_dir(&args.out, &ckpts, args.overwrite)?;
+    }
     if args.resume {
         match ckpts.restore_latest()? {
             Some(ckpt) => {
@@ -345,4 +355,47 @@ where
         metrics.add_accuracy(&logits, &y);
     }
     Ok(metrics.accuracy().unwrap_or(0.0))
+}
+
+/// Makes `out` ready for a fresh run. A directory with an earlier run's
+/// files (checkpoints, `metrics.jsonl`, TensorBoard events) is refused
+/// unless `overwrite` is set: a fresh run there would append to its
+/// metrics, have its own early checkpoints rotated away by the earlier
+/// run's later ones, and leave `--resume` to pick up the earlier run. With
+/// `overwrite`, those files (only the ones this program writes) are deleted
+/// first.
+fn claim_run_dir(out: &Path, ckpts: &CheckpointManager, overwrite: bool) -> Result<()> {
+    let checkpoints = ckpts.list()?;
+    let newest = checkpoints.last().map(|(step, _)| *step);
+    let mut earlier: Vec<PathBuf> = checkpoints.into_iter().map(|(_, p)| p).collect();
+    for entry in std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "metrics.jsonl" || name.starts_with("events.out.tfevents.") {
+            earlier.push(path);
+        }
+    }
+    if earlier.is_empty() {
+        return Ok(());
+    }
+    if !overwrite {
+        let what = match newest {
+            Some(step) => format!("a run (newest checkpoint: step {step})"),
+            None => "an earlier run's metrics".to_string(),
+        };
+        bail!(
+            "{} already holds {what}; pass --resume to continue it, --overwrite to \
+             replace it, or --out to start elsewhere",
+            out.display()
+        );
+    }
+    for path in &earlier {
+        std::fs::remove_file(path).with_context(|| format!("deleting {}", path.display()))?;
+    }
+    println!(
+        "--overwrite: deleted {} files of the earlier run in {}",
+        earlier.len(),
+        out.display()
+    );
+    Ok(())
 }
