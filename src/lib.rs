@@ -57,7 +57,9 @@
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
-///   | `relu gelu sigmoid tanh silu softmax log_softmax` | unchanged (softmax over the last axis; `gelu` is Flax's tanh approximation) |
+///   | `relu sigmoid tanh silu` | unchanged |
+///   | `gelu(x, approximate = true)` | unchanged; Flax's default tanh approximation, `approximate = false` the erf form |
+///   | `softmax` / `log_softmax(x, axis = -1)` | unchanged; `axis` counted from the end (the batch axis is not written) |
 ///   | `x + y`, `x - y`, `x * y`, `x / y`, `-x` | equal shapes |
 ///   | `x * 0.5`, `1.0 - x`, `x / 2.0` | a tensor and a number |
 ///

@@ -86,8 +86,9 @@ pub enum Kind {
     Dropout(f64, usize),
     /// A method of dfdx tensors taking no argument (`try_relu`).
     Method(syn::Ident, usize),
-    /// Flax's `silu`.
-    Silu(usize),
+    /// A function of `flaxen_runtime::compact` taking the tensor
+    /// (`try_silu`): ops dfdx lacks or gets wrong.
+    Function(&'static str, usize),
     /// `softmax` / `log_softmax` along this axis of the batched tensor.
     Softmax {
         log: bool,
@@ -118,7 +119,7 @@ impl Kind {
             | Kind::Zst(_, i)
             | Kind::Dropout(_, i)
             | Kind::Method(_, i)
-            | Kind::Silu(i)
+            | Kind::Function(_, i)
             | Kind::Reshape(i)
             | Kind::Neg(i) => vec![*i],
             Kind::Softmax { input, .. } | Kind::Scalar { input, .. } => vec![*input],
@@ -459,27 +460,44 @@ impl Checker {
                 let l = layers();
                 self.push(Kind::Zst(quote!(#l::Relu), i), s, Some("`relu`".into()))
             }
-            "sigmoid" | "tanh" | "gelu" => {
+            "sigmoid" | "tanh" => self.push(method(&format!("try_{n}")), s, Some(format!("`{n}`"))),
+            "gelu" => {
                 // Flax's `nn.gelu` defaults to the tanh approximation, which
-                // is dfdx's `fast_gelu`.
-                let m = if n == "gelu" {
-                    "try_fast_gelu".to_string()
-                } else {
-                    format!("try_{n}")
+                // is dfdx's `fast_gelu`; `approximate = false` is the erf
+                // form, the runtime's fix of dfdx's `accurate_gelu`.
+                let approximate = match bound.get("approximate") {
+                    Some(e) => self.errs.take(vocab::boolean(e, "`approximate`")),
+                    None => Some(true),
                 };
-                self.push(method(&m), s, Some(format!("`{n}`")))
+                match approximate {
+                    Some(true) => self.push(method("try_fast_gelu"), s, Some("`gelu`".into())),
+                    Some(false) => self.push(
+                        Kind::Function("try_gelu_exact", i),
+                        s,
+                        Some("`gelu(approximate = false)`".into()),
+                    ),
+                    None => Val::Poison,
+                }
             }
-            "silu" => self.push(Kind::Silu(i), s, Some("`silu`".into())),
+            "silu" => self.push(Kind::Function("try_silu", i), s, Some("`silu`".into())),
             "softmax" | "log_softmax" => {
-                let axis = s.len();
+                let axis = match bound.get("axis") {
+                    Some(e) => self.errs.take(vocab::axis_from_end(e, s.len())),
+                    None => Some(s.len() - 1),
+                };
+                let Some(axis) = axis else {
+                    return Val::Poison;
+                };
+                let doc = format!("`{n}` over axis {} from the end", s.len() - axis);
                 self.push(
                     Kind::Softmax {
                         log: n == "log_softmax",
-                        axis,
+                        // The batched tensor has the batch axis in front.
+                        axis: axis + 1,
                         input: i,
                     },
                     s,
-                    Some(format!("`{n}` over the last axis")),
+                    Some(doc),
                 )
             }
             "flatten" => match s.len() {

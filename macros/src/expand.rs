@@ -304,7 +304,10 @@ fn forward(plan: &Plan, mutable: bool) -> (Vec<TokenStream>, TokenStream) {
                 quote!(#tr::#call(#m #ty { p: #p }, #(#args)*)?)
             }
             Kind::Method(m, _) => quote!(#(#args)*.#m()?),
-            Kind::Silu(_) => quote!(#rt::try_silu(#(#args)*)?),
+            Kind::Function(f, _) => {
+                let f = format_ident!("{}", f);
+                quote!(#rt::#f(#(#args)*)?)
+            }
             Kind::Softmax { log, axis, .. } => {
                 let m = if *log {
                     quote!(try_log_softmax)

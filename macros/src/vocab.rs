@@ -45,7 +45,10 @@ pub fn signature(kind: &str) -> (&'static [&'static str], &'static [&'static str
         "BatchNorm" => (&["momentum", "epsilon", "name"], &[]),
         "LayerNorm" => (&["epsilon", "name"], &[]),
         "avg_pool" | "max_pool" => (&["window_shape", "strides", "padding"], &["window_shape"]),
-        // Activations and flatten take only their input; nested models only a name.
+        "gelu" => (&["approximate"], &[]),
+        "softmax" | "log_softmax" => (&["axis"], &[]),
+        // Other activations and flatten take only their input; nested
+        // models only a name.
         "nested" => (&["name"], &[]),
         _ => (&[], &[]),
     }
@@ -312,6 +315,43 @@ fn float_lit(e: &syn::Expr, what: &str) -> syn::Result<f64> {
         syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse(),
         syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse(),
         _ => Err(Error::new_spanned(e, format!("{what} must be a number literal such as `0.5`, because the macro reads it when it expands"))),
+    }
+}
+
+/// An axis of a per-example shape of `rank` axes, counted from the end as
+/// Flax code does (`-1` is the last). Counting from the front is refused:
+/// Flax's arrays include the batch axis and flaxen's shapes do not, so
+/// `axis = 1` would mean different axes to a reader of either.
+pub fn axis_from_end(e: &syn::Expr, rank: usize) -> syn::Result<usize> {
+    let from_end = match unparen(e) {
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => crate::parse::int_literal(expr, "`axis`")?,
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(_),
+            ..
+        }) => {
+            return Err(Error::new_spanned(
+                e,
+                "write `axis` from the end (`-1` is the last axis): flaxen's shapes leave out \
+                 the batch axis that Flax's arrays have, so an axis counted from the front \
+                 would be ambiguous",
+            ))
+        }
+        _ => crate::parse::int_literal(e, "`axis`")?,
+    };
+    if (1..=rank).contains(&from_end) {
+        Ok(rank - from_end)
+    } else {
+        Err(Error::new_spanned(
+            e,
+            format!(
+                "`axis` must be between -{rank} and -1 for an input of {rank} axes (the batch \
+                 axis is not one of them), but is -{from_end}"
+            ),
+        ))
     }
 }
 

@@ -174,6 +174,36 @@ activation_models!(
     LogSoftmaxOp: log_softmax,
 );
 
+/// Flax's `gelu(x, approximate=False)`, the erf form.
+pub struct GeluExactOp;
+
+#[compact]
+impl GeluExactOp {
+    fn forward(x: Input<9>) {
+        gelu(x, approximate = false)
+    }
+}
+
+/// `softmax` over the sequence axis of `[seq, features]`.
+pub struct SoftmaxSeqOp;
+
+#[compact]
+impl SoftmaxSeqOp {
+    fn forward(x: Input<4, 5>) {
+        softmax(x, axis = -2)
+    }
+}
+
+/// `log_softmax` over the sequence axis, the axis given positionally.
+pub struct LogSoftmaxSeqOp;
+
+#[compact]
+impl LogSoftmaxSeqOp {
+    fn forward(x: Input<4, 5>) {
+        log_softmax(x, -2)
+    }
+}
+
 // ------------------------------------------------------------- the checks
 
 /// One BatchNorm case through a model whose only field is `batch_norm_0`:
@@ -268,15 +298,16 @@ macro_rules! layer_norm_case {
     }};
 }
 
-/// One activation case: values with and without a tape, and the gradient.
+/// One activation case (input shape `$x`, batch axis first): values with
+/// and without a tape, and the gradient.
 macro_rules! activation_case {
-    ($dev:expr, $model:ty, $e:ty, $case:expr) => {{
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty) => {{
         use $crate::norm_act::{assert_flax, tensor};
         let dev = $dev;
         let case: &$crate::norm_act::ActCase = $case;
         let m = dev.build_module::<$model, $e>();
-        let x: Tensor<Rank2<4, 9>, $e, _> = tensor(dev, &case.x);
-        let r: Tensor<Rank2<4, 9>, $e, _> = tensor(dev, &case.r);
+        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
         let what = |s: &str| format!("{} {} {s}", case.op, stringify!($e));
         assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
         let y = m.forward(x.leaky_trace());
@@ -302,15 +333,33 @@ macro_rules! all_cases {
         layer_norm_case!($dev, Ln1, $e, ln1, Rank2<4, 7>);
         layer_norm_case!($dev, Ln2, $e, ln2, Rank3<3, 4, 7>);
         let ops: Vec<&str> = f.activations.iter().map(|c| c.op.as_str()).collect();
-        assert_eq!(ops, ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax"]);
+        assert_eq!(
+            ops,
+            [
+                "relu",
+                "gelu",
+                "gelu(approximate=False)",
+                "silu",
+                "sigmoid",
+                "tanh",
+                "softmax",
+                "log_softmax",
+                "softmax(axis=-2)",
+                "log_softmax(axis=-2)",
+            ],
+            "a new activation case needs a line here"
+        );
         let a = &f.activations;
-        activation_case!($dev, ReluOp, $e, &a[0]);
-        activation_case!($dev, GeluOp, $e, &a[1]);
-        activation_case!($dev, SiluOp, $e, &a[2]);
-        activation_case!($dev, SigmoidOp, $e, &a[3]);
-        activation_case!($dev, TanhOp, $e, &a[4]);
-        activation_case!($dev, SoftmaxOp, $e, &a[5]);
-        activation_case!($dev, LogSoftmaxOp, $e, &a[6]);
+        activation_case!($dev, ReluOp, $e, &a[0], Rank2<4, 9>);
+        activation_case!($dev, GeluOp, $e, &a[1], Rank2<4, 9>);
+        activation_case!($dev, GeluExactOp, $e, &a[2], Rank2<4, 9>);
+        activation_case!($dev, SiluOp, $e, &a[3], Rank2<4, 9>);
+        activation_case!($dev, SigmoidOp, $e, &a[4], Rank2<4, 9>);
+        activation_case!($dev, TanhOp, $e, &a[5], Rank2<4, 9>);
+        activation_case!($dev, SoftmaxOp, $e, &a[6], Rank2<4, 9>);
+        activation_case!($dev, LogSoftmaxOp, $e, &a[7], Rank2<4, 9>);
+        activation_case!($dev, SoftmaxSeqOp, $e, &a[8], Rank3<2, 4, 5>);
+        activation_case!($dev, LogSoftmaxSeqOp, $e, &a[9], Rank3<2, 4, 5>);
     }};
 }
 

@@ -115,21 +115,25 @@ def layer_norm_case(x_shape, epsilon):
     }
 
 
+# name: (function, input shape with the batch axis first)
 ACTIVATIONS = {
-    "relu": nn.relu,
-    "gelu": nn.gelu,  # approximate=True, Flax's default
-    "silu": nn.silu,
-    "sigmoid": nn.sigmoid,
-    "tanh": nn.tanh,
-    "softmax": nn.softmax,
-    "log_softmax": nn.log_softmax,
+    "relu": (nn.relu, (4, 9)),
+    "gelu": (nn.gelu, (4, 9)),  # approximate=True, Flax's default
+    "gelu(approximate=False)": (lambda x: nn.gelu(x, approximate=False), (4, 9)),
+    "silu": (nn.silu, (4, 9)),
+    "sigmoid": (nn.sigmoid, (4, 9)),
+    "tanh": (nn.tanh, (4, 9)),
+    "softmax": (nn.softmax, (4, 9)),
+    "log_softmax": (nn.log_softmax, (4, 9)),
+    "softmax(axis=-2)": (lambda x: nn.softmax(x, axis=-2), (2, 4, 5)),
+    "log_softmax(axis=-2)": (lambda x: nn.log_softmax(x, axis=-2), (2, 4, 5)),
 }
 
 
 def activation_case(name):
-    x = normal(4, 9, scale=2.5)
-    r = normal(4, 9)
-    f = ACTIVATIONS[name]
+    f, shape = ACTIVATIONS[name]
+    x = normal(*shape, scale=2.5)
+    r = normal(*shape)
     y, vjp = jax.vjp(f, jnp.asarray(x))
     (gx,) = vjp(jnp.asarray(r))
     return {"op": name, "x": arr(x), "r": arr(r), "y": arr(y), "grad_x": arr(gx)}
