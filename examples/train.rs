@@ -147,7 +147,7 @@ where
 trait Model<const H: usize, const W: usize>: BuildOnDevice<Dev, f32, Built = Self::Net> {
     type Net: TensorCollection<f32, Dev>
         + Module<
-            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
         > + Module<
@@ -162,7 +162,7 @@ where
     M: BuildOnDevice<Dev, f32>,
     M::Built: TensorCollection<f32, Dev>
         + Module<
-            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
         > + Module<
@@ -308,7 +308,7 @@ fn train_step<N, const H: usize, const W: usize>(
 where
     N: TensorCollection<f32, Dev>
         + Module<
-            Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>,
+            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
         >,
@@ -316,7 +316,8 @@ where
     let mut logits_seen = None;
     let (loss, grads) = state
         .value_and_grad(|model, tape| {
-            let logits = model.forward(x.put_tape(tape));
+            // The input batch needs no gradient: the first conv skips it.
+            let logits = model.forward(NoInputGrad(x.put_tape(tape)));
             logits_seen = Some(logits.retaped::<NoneTape>());
             softmax_cross_entropy_with_integer_labels(logits, y.clone()).mean()
         })

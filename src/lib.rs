@@ -136,6 +136,33 @@
 /// statistics) and dfdx's modules otherwise (`Dropout`, `LayerNorm` →
 /// `LayerNorm1D`, which already match Flax).
 ///
+/// # The input's gradient
+///
+/// Besides the input tensor, the module takes it wrapped as
+/// [`NoInputGrad`](crate::prelude::NoInputGrad)`(x)`: the convolutions that
+/// read the input then skip its gradient (training never reads it, and JAX
+/// does not compute it unless asked); every parameter gradient is unchanged.
+///
+/// ```
+/// use flaxen::prelude::*;
+///
+/// pub struct Net;
+///
+/// #[compact]
+/// impl Net {
+///     fn forward(x: Input<1, 8, 8>) {
+///         let x = relu(Conv(4, 3)(x));
+///         Dense(2)(flatten(x))
+///     }
+/// }
+///
+/// let dev: Cpu = Default::default();
+/// let m = dev.build_module::<Net, f32>();
+/// let x: Tensor<Rank4<2, 1, 8, 8>, f32, _> = dev.sample_normal();
+/// let grads = m.forward(NoInputGrad(x.trace(m.alloc_grads()))).mean().backward();
+/// let _ = grads.get(&m.conv_0.weight);
+/// ```
+///
 /// # Training and inference
 ///
 /// Flax passes `train` / `deterministic` / `use_running_average` flags; dfdx,

@@ -99,6 +99,42 @@ fn dsl_equals_hand_written() {
     );
 }
 
+/// `model.forward(NoInputGrad(x))`: the first convolution skips the input's
+/// gradient and nothing else changes — every parameter gradient is the same
+/// bit for bit, through `Module` and `ModuleMut`, and the input has none.
+#[test]
+fn no_input_grad_skips_only_the_input_gradient() {
+    let dev = Cpu::seed_from_u64(4);
+    let mut m = dev.build_module::<Cnn, f32>();
+    let x: Tensor<Rank4<3, 1, 28, 28>, f32, _> = dev.sample_normal();
+    let loss = |y: Tensor<Rank2<3, 10>, f32, Cpu, OwnedTape<f32, Cpu>>| y.square().mean();
+    let plain = loss(m.forward(x.leaky_trace())).backward();
+    let skipped = loss(m.forward(NoInputGrad(x.leaky_trace()))).backward();
+    let skipped_mut = loss(m.forward_mut(NoInputGrad(x.leaky_trace()))).backward();
+    let all = |g: &Gradients<f32, Cpu>| {
+        [
+            g.get(&m.conv_0.weight).as_vec(),
+            g.get(&m.conv_0.bias).as_vec(),
+            g.get(&m.conv_1.weight).as_vec(),
+            g.get(&m.conv_1.bias).as_vec(),
+            g.get(&m.dense_0.weight).as_vec(),
+            g.get(&m.dense_0.bias).as_vec(),
+            g.get(&m.dense_1.weight).as_vec(),
+            g.get(&m.dense_1.bias).as_vec(),
+        ]
+    };
+    assert_eq!(all(&skipped), all(&plain));
+    assert_eq!(all(&skipped_mut), all(&plain));
+    assert!(plain.get(&x).as_vec().iter().any(|g| *g != 0.0));
+    let missing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| skipped.get(&x)));
+    assert!(missing.is_err(), "x has no gradient");
+    // Without a tape it is the plain forward pass.
+    assert_eq!(
+        m.forward(NoInputGrad(x.clone())).as_vec(),
+        m.forward(x).as_vec()
+    );
+}
+
 /// The CNN of `tests/fixtures/flax_cnn_scan5.json`, in the DSL.
 pub struct SmallCnn;
 

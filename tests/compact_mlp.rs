@@ -55,6 +55,10 @@ fn mlp_builds_and_runs() {
         .iter()
         .flatten()
         .any(|g| *g != 0.0));
+    // `NoInputGrad` is accepted without a convolution and changes nothing.
+    let marked = m.forward(NoInputGrad(x.leaky_trace())).sum().backward();
+    let plain = m.forward(x.leaky_trace()).sum().backward();
+    assert_eq!(marked.get(&x).as_vec(), plain.get(&x).as_vec());
     // manual equivalent
     let h = m.dense_0.forward(x.clone()).relu();
     let want = m.dense_1.forward(h);

@@ -52,6 +52,8 @@ pub struct Field {
     /// Statements run on the freshly built field `__f` (Flax's defaults
     /// where dfdx's differ).
     pub init: Vec<TokenStream>,
+    /// The layer takes `NoInputGrad(x)` and then skips `x`'s gradient.
+    pub skips_input_grad: bool,
 }
 
 /// A `const` assertion.
@@ -162,7 +164,7 @@ fn nn() -> TokenStream {
 }
 
 /// Path of flaxen's layers in generated code.
-fn layers() -> TokenStream {
+pub(crate) fn layers() -> TokenStream {
     quote!(::flaxen::__private::flaxen_runtime::layers)
 }
 

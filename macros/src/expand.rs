@@ -9,7 +9,7 @@
 //! body type-checks from the where-clauses alone and rustc checks each shape
 //! again, against the layer impls, wherever the model is used.
 
-use crate::check::{Assert, Kind, Plan};
+use crate::check::{layers, Assert, Kind, Plan};
 use crate::parse::BinOp;
 use crate::shape::{self, Dim};
 use proc_macro2::{Span, TokenStream};
@@ -123,9 +123,40 @@ pub fn expand(plan: &Plan) -> TokenStream {
         quote!({ let __f = &mut __m.#n; #(#stmts)* })
     });
 
-    let fwd = forward(plan, false);
-    let fwd_mut = forward(plan, true);
     let (in_ty, out_ty) = (tensor_ty(in_shape), tensor_ty(out_shape));
+    // `Module` and `ModuleMut`, each for the input tensor and for the input
+    // marked `NoInputGrad(x)` (the convolutions that read it skip its
+    // gradient; every other reader computes it as usual).
+    let modules = [(false, false), (true, false), (false, true), (true, true)].map(
+        |(mutable, no_input_grad)| {
+            let (wheres, body) = forward(plan, mutable, no_input_grad);
+            let (tr, call, this) = if mutable {
+                (quote!(#dfdx::nn::ModuleMut), quote!(try_forward_mut), quote!(&mut self))
+            } else {
+                (quote!(#dfdx::nn::Module), quote!(try_forward), quote!(&self))
+            };
+            let (arg_ty, unwrap) = if no_input_grad {
+                let l = layers();
+                (quote!(#l::NoInputGrad<#in_ty>), quote!(let __t0 = __t0.0;))
+            } else {
+                (in_ty.clone(), quote!())
+            };
+            quote! {
+                impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D>>
+                    #tr<#arg_ty> for #module<E, D>
+                where #(#wheres,)*
+                {
+                    type Output = #out_ty;
+                    type Error = D::Err;
+                    #[allow(unused_variables, clippy::let_and_return)]
+                    fn #call(#this, __t0: #arg_ty) -> ::core::result::Result<Self::Output, D::Err> {
+                        #unwrap
+                        #body
+                    }
+                }
+            }
+        },
+    );
     let dims = |s: &[Dim]| -> Vec<TokenStream> {
         (0..4)
             .map(|k| s.get(k).map(Dim::expr).unwrap_or(quote!(0usize)))
@@ -143,8 +174,6 @@ pub fn expand(plan: &Plan) -> TokenStream {
     } else {
         quote!(impl #name { #(#passthrough)* })
     };
-    let (fwd_where, fwd_body) = fwd;
-    let (mut_where, mut_body) = fwd_mut;
 
     let instantiator = source_macro(plan);
     let instances = inlined(plan);
@@ -198,29 +227,7 @@ pub fn expand(plan: &Plan) -> TokenStream {
             }
         }
 
-        impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D>>
-            #dfdx::nn::Module<#in_ty> for #module<E, D>
-        where #(#fwd_where,)*
-        {
-            type Output = #out_ty;
-            type Error = D::Err;
-            #[allow(unused_variables, clippy::let_and_return)]
-            fn try_forward(&self, __t0: #in_ty) -> ::core::result::Result<Self::Output, D::Err> {
-                #fwd_body
-            }
-        }
-
-        impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D>>
-            #dfdx::nn::ModuleMut<#in_ty> for #module<E, D>
-        where #(#mut_where,)*
-        {
-            type Output = #out_ty;
-            type Error = D::Err;
-            #[allow(unused_variables, clippy::let_and_return)]
-            fn try_forward_mut(&mut self, __t0: #in_ty) -> ::core::result::Result<Self::Output, D::Err> {
-                #mut_body
-            }
-        }
+        #(#modules)*
 
         impl #rt::Compact for #name {
             type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
@@ -241,8 +248,10 @@ pub fn expand(plan: &Plan) -> TokenStream {
     }
 }
 
-/// The `Module` (or `ModuleMut`) where-clauses and body.
-fn forward(plan: &Plan, mutable: bool) -> (Vec<TokenStream>, TokenStream) {
+/// The `Module` (or `ModuleMut`) where-clauses and body; with
+/// `no_input_grad`, the layers that can skip the input's gradient get it
+/// as `NoInputGrad(__t0)`.
+fn forward(plan: &Plan, mutable: bool, no_input_grad: bool) -> (Vec<TokenStream>, TokenStream) {
     let dfdx = dfdx();
     let rt = shape::rt_compact();
     let (tr, call, this) = if mutable {
@@ -287,7 +296,17 @@ fn forward(plan: &Plan, mutable: bool) -> (Vec<TokenStream>, TokenStream) {
         let value = match &step.kind {
             Kind::Input => continue,
             Kind::Field(f, _) => {
-                let (ty, n) = (&plan.fields[*f].ty, &plan.fields[*f].name);
+                let field = &plan.fields[*f];
+                let (ty, n) = (&field.ty, &field.name);
+                let (in_ty, args) = if no_input_grad && field.skips_input_grad && inputs == [0] {
+                    let l = layers();
+                    (
+                        quote!(#l::NoInputGrad<#in_ty>),
+                        vec![quote!(#l::NoInputGrad(#(#args)*))],
+                    )
+                } else {
+                    (quote!(#in_ty), args)
+                };
                 wheres.push(quote!(#ty: #tr<#in_ty, Output = #out, Error = D::Err>));
                 quote!(#tr::#call(#this #n, #(#args)*)?)
             }

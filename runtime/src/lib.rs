@@ -31,7 +31,7 @@ pub mod prelude {
     pub use crate::layers::builder::Conv2D;
     pub use crate::layers::{
         conv_out_size, same_padding, AvgPool2D, ConvGeometry, Flatten2D, FlaxenDevice, MaxPool2D,
-        PoolKind, Window2D,
+        NoInputGrad, PoolKind, Window2D,
     };
     pub use crate::logging::{LoggingError, MetricsLogger, Progress};
     pub use crate::losses::{

@@ -26,6 +26,10 @@ fn main() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Net, f32>();
     let x: Tensor<Rank4<2, 3, 10, 10>, f32, _> = dev.sample_normal();
-    let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(x);
+    let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(x.clone());
+    // The input feeds a conv and the residual sum: only the conv skips its
+    // gradient.
+    let y: Tensor<Rank2<2, 10>, f32, _, _> = m.forward(NoInputGrad(x.leaky_trace()));
+    let _ = y.sum().backward();
     let _ = &m.block_0.conv_1;
 }

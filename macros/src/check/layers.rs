@@ -167,7 +167,7 @@ impl Checker {
                     }
                 };
                 let out = vec![Dim::Known(o), wh.out, ww.out];
-                self.field(
+                let v = self.field(
                     name,
                     ty,
                     params,
@@ -175,7 +175,11 @@ impl Checker {
                     i,
                     out,
                     format!("`Conv({o}, {kh}x{kw}, strides {sh}x{sw})`"),
-                )
+                );
+                if let Some(f) = self.fields.last_mut() {
+                    f.skips_input_grad = true;
+                }
+                v
             }
             "Dropout" => {
                 let rate = bound
@@ -216,6 +220,7 @@ impl Checker {
             ty,
             params,
             init,
+            skips_input_grad: false,
         });
         self.push(Kind::Field(self.fields.len() - 1, input), out, Some(doc))
     }
