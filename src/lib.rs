@@ -57,7 +57,8 @@
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
-///   | `relu sigmoid tanh silu` | unchanged |
+///   | `relu sigmoid tanh silu swish selu softplus log_sigmoid relu6 hard_tanh hard_sigmoid hard_silu` | unchanged |
+///   | `leaky_relu(x, negative_slope = 0.01)`, `elu(x, alpha = 1.0)` | unchanged |
 ///   | `gelu(x, approximate = true)` | unchanged; Flax's default tanh approximation, `approximate = false` the erf form |
 ///   | `softmax` / `log_softmax(x, axis = -1)` | unchanged; `axis` counted from the end (the batch axis is not written) |
 ///   | `x + y`, `x - y`, `x * y`, `x / y`, `-x` | equal shapes |

@@ -88,9 +88,9 @@ pub enum Kind {
     Dropout(f64, usize),
     /// A method of dfdx tensors taking no argument (`try_relu`).
     Method(syn::Ident, usize),
-    /// A function of `flaxen_runtime::compact` taking the tensor
-    /// (`try_silu`): ops dfdx lacks or gets wrong.
-    Function(&'static str, usize),
+    /// A function of `flaxen_runtime::activations` taking the tensor and
+    /// these numbers (`try_elu(x, 1.0)`): ops dfdx lacks or gets wrong.
+    Function(&'static str, usize, Vec<f64>),
     /// `softmax` / `log_softmax` along this axis of the batched tensor.
     Softmax {
         log: bool,
@@ -121,7 +121,7 @@ impl Kind {
             | Kind::Zst(_, i)
             | Kind::Dropout(_, i)
             | Kind::Method(_, i)
-            | Kind::Function(_, i)
+            | Kind::Function(_, i, _)
             | Kind::Reshape(i)
             | Kind::Neg(i) => vec![*i],
             Kind::Softmax { input, .. } | Kind::Scalar { input, .. } => vec![*input],
@@ -474,14 +474,47 @@ impl Checker {
                 match approximate {
                     Some(true) => self.push(method("try_fast_gelu"), s, Some("`gelu`".into())),
                     Some(false) => self.push(
-                        Kind::Function("try_gelu_exact", i),
+                        Kind::Function("try_gelu_exact", i, Vec::new()),
                         s,
                         Some("`gelu(approximate = false)`".into()),
                     ),
                     None => Val::Poison,
                 }
             }
-            "silu" => self.push(Kind::Function("try_silu", i), s, Some("`silu`".into())),
+            "silu" | "swish" | "selu" | "softplus" | "log_sigmoid" | "relu6" | "hard_tanh"
+            | "hard_sigmoid" | "hard_silu" | "hard_swish" => {
+                let f = match n.as_str() {
+                    "silu" => "try_silu",
+                    "swish" => "try_swish",
+                    "selu" => "try_selu",
+                    "softplus" => "try_softplus",
+                    "log_sigmoid" => "try_log_sigmoid",
+                    "relu6" => "try_relu6",
+                    "hard_tanh" => "try_hard_tanh",
+                    "hard_sigmoid" => "try_hard_sigmoid",
+                    _ => "try_hard_silu",
+                };
+                self.push(Kind::Function(f, i, Vec::new()), s, Some(format!("`{n}`")))
+            }
+            "leaky_relu" | "elu" => {
+                // Flax's defaults: negative_slope 0.01, alpha 1.0.
+                let (key, default, f) = if n == "elu" {
+                    ("alpha", 1.0, "try_elu")
+                } else {
+                    ("negative_slope", 0.01, "try_leaky_relu")
+                };
+                let Some(v) = (match bound.get(key) {
+                    Some(e) => self.errs.take(vocab::float(e, &format!("`{key}`"))),
+                    None => Some(default),
+                }) else {
+                    return Val::Poison;
+                };
+                self.push(
+                    Kind::Function(f, i, vec![v]),
+                    s,
+                    Some(format!("`{n}({key} = {v})`")),
+                )
+            }
             "softmax" | "log_softmax" => {
                 let axis = match bound.get("axis") {
                     Some(e) => self.errs.take(vocab::axis_from_end(e, s.len())),

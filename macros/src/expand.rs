@@ -323,9 +323,10 @@ fn forward(plan: &Plan, mutable: bool, no_input_grad: bool) -> (Vec<TokenStream>
                 quote!(#tr::#call(#m #ty { p: #p }, #(#args)*)?)
             }
             Kind::Method(m, _) => quote!(#(#args)*.#m()?),
-            Kind::Function(f, _) => {
+            Kind::Function(f, _, numbers) => {
                 let f = format_ident!("{}", f);
-                quote!(#rt::#f(#(#args)*)?)
+                let act = shape::rt_activations();
+                quote!(#act::#f(#(#args)* #(, #numbers)*)?)
             }
             Kind::Softmax { log, axis, .. } => {
                 let m = if *log {

@@ -16,6 +16,11 @@ pub fn rt_compact() -> TokenStream {
     quote!(::flaxen::__private::flaxen_runtime::compact)
 }
 
+/// Path of the runtime's activations, as generated code must spell it.
+pub fn rt_activations() -> TokenStream {
+    quote!(::flaxen::__private::flaxen_runtime::activations)
+}
+
 /// One dimension of a per-example shape.
 #[derive(Clone, Debug)]
 pub enum Dim {

@@ -5,9 +5,7 @@
 //! public (and documented) because generated code in the user's crate must
 //! reach them, and because [`Compact`] describes a model to generic code.
 
-use dfdx::prelude::{
-    Device, Dtype, NoneTape, Shape, Tape, Tensor, TryAdd, TryMul, TrySub, WithEmptyTape,
-};
+use dfdx::prelude::Dtype;
 use dfdx::tensor::Storage;
 
 /// What a `#[compact]` model type publishes about itself.
@@ -66,73 +64,10 @@ pub trait ParamDtype: Dtype + num_traits::Float + rand_distr::uniform::SampleUni
 
 impl<E: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform> ParamDtype for E {}
 
-/// `silu(x) = x * sigmoid(x)` (Flax's `nn.silu`, also called swish).
-///
-/// dfdx 0.13 has no silu; this composes two of its differentiable ops, so
-/// gradients flow through both uses of `x`.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::compact::try_silu;
-///
-/// let dev: Cpu = Default::default();
-/// let y = try_silu(dev.tensor([0.0f32, 1.0])).unwrap();
-/// assert!((y.array()[1] - 0.731_058_6).abs() < 1e-6);
-/// ```
-pub fn try_silu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
-    x: Tensor<S, E, D, T>,
-) -> Result<Tensor<S, E, D, T>, D::Err> {
-    // The sigmoid branch gets an empty tape and the product merges both
-    // tapes back, the same idiom dfdx's `Residual` uses for a reused input.
-    let s = x.with_empty_tape().try_sigmoid()?;
-    x.try_mul(s)
-}
-
-/// Flax's `gelu(x, approximate=False)`: `x * Φ(x)` with `Φ` the standard
-/// normal CDF (the erf form; the DSL's plain `gelu` is the tanh
-/// approximation, Flax's default).
-///
-/// dfdx 0.13's `accurate_gelu` computes this value, but on both devices its
-/// gradient is `Φ(x) + √2·x·φ(x)` instead of `Φ(x) + x·φ(x)` (`φ` the normal
-/// density): it drops the `1/√2` of `erf(x/√2)`'s derivative. This adds
-/// `(√2 - 1)·(φ(x) - φ̄(x))`, where `φ̄` is the same tensor off the tape:
-/// exactly zero in value, `-(√2 - 1)·x·φ(x)` in gradient, which cancels the
-/// surplus. `tests/fixtures/flax_norm_act.json` holds it to Flax's values
-/// and gradients.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::compact::try_gelu_exact;
-///
-/// let dev: Cpu = Default::default();
-/// let x: Tensor<Rank1<1>, f64, _> = dev.tensor([1.0]);
-/// let y = try_gelu_exact(x.leaky_trace()).unwrap();
-/// assert!((y.array()[0] - 0.841_344_746_068_543).abs() < 1e-12); // 1 * Φ(1)
-/// let g = y.sum().backward();
-/// // Φ(1) + φ(1)
-/// assert!((g.get(&x).array()[0] - 1.083_315_470_587_686).abs() < 1e-12);
-/// ```
-pub fn try_gelu_exact<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
-    x: Tensor<S, E, D, T>,
-) -> Result<Tensor<S, E, D, T>, D::Err> {
-    /// `φ(t)`, on `t`'s tape.
-    fn density<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
-        t: Tensor<S, E, D, T>,
-    ) -> Result<Tensor<S, E, D, T>, D::Err> {
-        t.try_square()?
-            .try_mul(E::from_f64(-0.5).unwrap_or_default())?
-            .try_exp()?
-            .try_mul(E::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt()).unwrap_or_default())
-    }
-    // Computed twice rather than copied: dfdx's binary ops need two tensors
-    // with distinct ids. The same ops on the same values give the same bits.
-    let on_tape = density(x.with_empty_tape())?;
-    let off_tape = density(x.retaped::<NoneTape>())?;
-    let correction = on_tape
-        .try_sub(off_tape)?
-        .try_mul(E::from_f64(std::f64::consts::SQRT_2 - 1.0).unwrap_or_default())?;
-    x.try_accurate_gelu()?.try_add(correction)
-}
+// The activations the generated code calls, where dfdx lacks them or gets
+// them wrong, live in their own module; these names stay for generated code
+// of older versions and for users who found them here.
+pub use crate::activations::{try_gelu_exact, try_silu};
 
 /// A float literal of the model source as the model's dtype (`x * 0.5`).
 ///

@@ -5,6 +5,7 @@
 
 pub use dfdx;
 
+pub mod activations;
 pub mod checkpoint;
 pub mod data;
 pub mod guard;

@@ -151,57 +151,42 @@ impl Ln2 {
 }
 
 macro_rules! activation_models {
-    ($($model:ident: $op:ident),* $(,)?) => {$(
-        #[doc = concat!("`", stringify!($op), "` alone.")]
+    ($($model:ident [$($dim:literal),*] { $($body:tt)* })*) => {$(
+        #[doc = concat!("`", stringify!($($body)*), "` alone.")]
         pub struct $model;
 
         #[compact]
         impl $model {
-            fn forward(x: Input<9>) {
-                $op(x)
+            fn forward(x: Input<$($dim),*>) {
+                $($body)*
             }
         }
     )*};
 }
 
-activation_models!(
-    ReluOp: relu,
-    GeluOp: gelu,
-    SiluOp: silu,
-    SigmoidOp: sigmoid,
-    TanhOp: tanh,
-    SoftmaxOp: softmax,
-    LogSoftmaxOp: log_softmax,
-);
-
-/// Flax's `gelu(x, approximate=False)`, the erf form.
-pub struct GeluExactOp;
-
-#[compact]
-impl GeluExactOp {
-    fn forward(x: Input<9>) {
-        gelu(x, approximate = false)
-    }
-}
-
-/// `softmax` over the sequence axis of `[seq, features]`.
-pub struct SoftmaxSeqOp;
-
-#[compact]
-impl SoftmaxSeqOp {
-    fn forward(x: Input<4, 5>) {
-        softmax(x, axis = -2)
-    }
-}
-
-/// `log_softmax` over the sequence axis, the axis given positionally.
-pub struct LogSoftmaxSeqOp;
-
-#[compact]
-impl LogSoftmaxSeqOp {
-    fn forward(x: Input<4, 5>) {
-        log_softmax(x, -2)
-    }
+activation_models! {
+    ReluOp [9] { relu(x) }
+    GeluOp [9] { gelu(x) }
+    GeluExactOp [9] { gelu(x, approximate = false) }
+    SiluOp [9] { silu(x) }
+    SigmoidOp [9] { sigmoid(x) }
+    TanhOp [9] { tanh(x) }
+    SoftmaxOp [9] { softmax(x) }
+    LogSoftmaxOp [9] { log_softmax(x) }
+    SoftmaxSeqOp [4, 5] { softmax(x, axis = -2) }
+    LogSoftmaxSeqOp [4, 5] { log_softmax(x, -2) }
+    SwishOp [9] { swish(x) }
+    LeakyReluOp [9] { leaky_relu(x) }
+    LeakyRelu02Op [9] { leaky_relu(x, negative_slope = 0.2) }
+    EluOp [9] { elu(x) }
+    Elu05Op [9] { elu(x, 0.5) }
+    SeluOp [9] { selu(x) }
+    SoftplusOp [9] { softplus(x) }
+    LogSigmoidOp [9] { log_sigmoid(x) }
+    Relu6Op [9] { relu6(x) }
+    HardTanhOp [9] { hard_tanh(x) }
+    HardSigmoidOp [9] { hard_sigmoid(x) }
+    HardSiluOp [9] { hard_silu(x) }
 }
 
 // ------------------------------------------------------------- the checks
@@ -317,6 +302,14 @@ macro_rules! activation_case {
     }};
 }
 
+/// `activation_case!` for each `"op": Model, Shape;` line, counting them.
+macro_rules! each_activation {
+    (($dev:expr, $e:ty, $case:ident, $count:ident) $($op:literal: $model:ident, $x:ty;)*) => {$(
+        activation_case!($dev, $model, $e, $case($op), $x);
+        $count += 1;
+    )*};
+}
+
 /// Every case of the fixture on `$dev` in dtype `$e`.
 macro_rules! all_cases {
     ($dev:expr, $e:ty) => {{
@@ -332,35 +325,40 @@ macro_rules! all_cases {
         };
         layer_norm_case!($dev, Ln1, $e, ln1, Rank2<4, 7>);
         layer_norm_case!($dev, Ln2, $e, ln2, Rank3<3, 4, 7>);
-        let ops: Vec<&str> = f.activations.iter().map(|c| c.op.as_str()).collect();
-        assert_eq!(
-            ops,
-            [
-                "relu",
-                "gelu",
-                "gelu(approximate=False)",
-                "silu",
-                "sigmoid",
-                "tanh",
-                "softmax",
-                "log_softmax",
-                "softmax(axis=-2)",
-                "log_softmax(axis=-2)",
-            ],
-            "a new activation case needs a line here"
-        );
-        let a = &f.activations;
-        activation_case!($dev, ReluOp, $e, &a[0], Rank2<4, 9>);
-        activation_case!($dev, GeluOp, $e, &a[1], Rank2<4, 9>);
-        activation_case!($dev, GeluExactOp, $e, &a[2], Rank2<4, 9>);
-        activation_case!($dev, SiluOp, $e, &a[3], Rank2<4, 9>);
-        activation_case!($dev, SigmoidOp, $e, &a[4], Rank2<4, 9>);
-        activation_case!($dev, TanhOp, $e, &a[5], Rank2<4, 9>);
-        activation_case!($dev, SoftmaxOp, $e, &a[6], Rank2<4, 9>);
-        activation_case!($dev, LogSoftmaxOp, $e, &a[7], Rank2<4, 9>);
-        activation_case!($dev, SoftmaxSeqOp, $e, &a[8], Rank3<2, 4, 5>);
-        activation_case!($dev, LogSoftmaxSeqOp, $e, &a[9], Rank3<2, 4, 5>);
+        let case = |op: &str| {
+            f.activations
+                .iter()
+                .find(|c| c.op == op)
+                .unwrap_or_else(|| panic!("the fixture has no `{op}` case"))
+        };
+        let mut checked = 0;
+        each_activation! {
+            ($dev, $e, case, checked)
+            "relu": ReluOp, Rank2<4, 9>;
+            "gelu": GeluOp, Rank2<4, 9>;
+            "gelu(approximate=False)": GeluExactOp, Rank2<4, 9>;
+            "silu": SiluOp, Rank2<4, 9>;
+            "sigmoid": SigmoidOp, Rank2<4, 9>;
+            "tanh": TanhOp, Rank2<4, 9>;
+            "softmax": SoftmaxOp, Rank2<4, 9>;
+            "log_softmax": LogSoftmaxOp, Rank2<4, 9>;
+            "softmax(axis=-2)": SoftmaxSeqOp, Rank3<2, 4, 5>;
+            "log_softmax(axis=-2)": LogSoftmaxSeqOp, Rank3<2, 4, 5>;
+            "swish": SwishOp, Rank2<4, 9>;
+            "leaky_relu": LeakyReluOp, Rank2<4, 9>;
+            "leaky_relu(negative_slope=0.2)": LeakyRelu02Op, Rank2<4, 9>;
+            "elu": EluOp, Rank2<4, 9>;
+            "elu(alpha=0.5)": Elu05Op, Rank2<4, 9>;
+            "selu": SeluOp, Rank2<4, 9>;
+            "softplus": SoftplusOp, Rank2<4, 9>;
+            "log_sigmoid": LogSigmoidOp, Rank2<4, 9>;
+            "relu6": Relu6Op, Rank2<4, 9>;
+            "hard_tanh": HardTanhOp, Rank2<4, 9>;
+            "hard_sigmoid": HardSigmoidOp, Rank2<4, 9>;
+            "hard_silu": HardSiluOp, Rank2<4, 9>;
+        }
+        assert_eq!(checked, f.activations.len(), "a new activation case needs a line here");
     }};
 }
 
-pub(crate) use {activation_case, all_cases, batch_norm_case, layer_norm_case};
+pub(crate) use {activation_case, all_cases, batch_norm_case, each_activation, layer_norm_case};

@@ -115,24 +115,37 @@ def layer_norm_case(x_shape, epsilon):
     }
 
 
-# name: (function, input shape with the batch axis first)
+# name: (function, input shape with the batch axis first, input scale)
 ACTIVATIONS = {
-    "relu": (nn.relu, (4, 9)),
-    "gelu": (nn.gelu, (4, 9)),  # approximate=True, Flax's default
-    "gelu(approximate=False)": (lambda x: nn.gelu(x, approximate=False), (4, 9)),
-    "silu": (nn.silu, (4, 9)),
-    "sigmoid": (nn.sigmoid, (4, 9)),
-    "tanh": (nn.tanh, (4, 9)),
-    "softmax": (nn.softmax, (4, 9)),
-    "log_softmax": (nn.log_softmax, (4, 9)),
-    "softmax(axis=-2)": (lambda x: nn.softmax(x, axis=-2), (2, 4, 5)),
-    "log_softmax(axis=-2)": (lambda x: nn.log_softmax(x, axis=-2), (2, 4, 5)),
+    "relu": (nn.relu, (4, 9), 2.5),
+    "gelu": (nn.gelu, (4, 9), 2.5),  # approximate=True, Flax's default
+    "gelu(approximate=False)": (lambda x: nn.gelu(x, approximate=False), (4, 9), 2.5),
+    "silu": (nn.silu, (4, 9), 2.5),
+    "sigmoid": (nn.sigmoid, (4, 9), 2.5),
+    "tanh": (nn.tanh, (4, 9), 2.5),
+    "softmax": (nn.softmax, (4, 9), 2.5),
+    "log_softmax": (nn.log_softmax, (4, 9), 2.5),
+    "softmax(axis=-2)": (lambda x: nn.softmax(x, axis=-2), (2, 4, 5), 2.5),
+    "log_softmax(axis=-2)": (lambda x: nn.log_softmax(x, axis=-2), (2, 4, 5), 2.5),
+    "swish": (nn.swish, (4, 9), 2.5),
+    "leaky_relu": (nn.leaky_relu, (4, 9), 2.5),
+    "leaky_relu(negative_slope=0.2)": (lambda x: nn.leaky_relu(x, negative_slope=0.2), (4, 9), 2.5),
+    "elu": (nn.elu, (4, 9), 2.5),
+    "elu(alpha=0.5)": (lambda x: nn.elu(x, alpha=0.5), (4, 9), 2.5),
+    "selu": (nn.selu, (4, 9), 2.5),
+    # Wide inputs, so that the tails (exp underflow, clipping) are exercised.
+    "softplus": (nn.softplus, (4, 9), 12.0),
+    "log_sigmoid": (nn.log_sigmoid, (4, 9), 12.0),
+    "relu6": (nn.relu6, (4, 9), 5.0),
+    "hard_tanh": (nn.hard_tanh, (4, 9), 2.0),
+    "hard_sigmoid": (nn.hard_sigmoid, (4, 9), 4.0),
+    "hard_silu": (nn.hard_silu, (4, 9), 4.0),
 }
 
 
 def activation_case(name):
-    f, shape = ACTIVATIONS[name]
-    x = normal(*shape, scale=2.5)
+    f, shape, scale = ACTIVATIONS[name]
+    x = normal(*shape, scale=scale)
     r = normal(*shape)
     y, vjp = jax.vjp(f, jnp.asarray(x))
     (gx,) = vjp(jnp.asarray(r))
