@@ -57,6 +57,8 @@
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
+///   | `RMSNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
+///   | `GroupNorm(num_groups = 32, group_size, epsilon = 1e-6)` | `[c, h, w]`, per example and group of channels |
 ///   | `relu sigmoid tanh silu swish selu softplus log_sigmoid relu6 hard_tanh hard_sigmoid hard_silu` | unchanged |
 ///   | `leaky_relu(x, negative_slope = 0.01)`, `elu(x, alpha = 1.0)` | unchanged |
 ///   | `gelu(x, approximate = true)` | unchanged; Flax's default tanh approximation, `approximate = false` the erf form |
@@ -133,8 +135,9 @@
 /// `layers::Conv2D`, pools, `flatten` → `layers::Flatten2D`, `relu` →
 /// `layers::Relu`, `Dense` → `layers::Dense`, or `layers::UnbiasedDense`
 /// with `use_bias = false`, all with fast CPU kernels and Flax's
-/// initialisers, and `BatchNorm` → `layers::BatchNorm` with Flax's running
-/// statistics) and dfdx's modules otherwise (`Dropout`, `LayerNorm` →
+/// initialisers, `BatchNorm` → `layers::BatchNorm` with Flax's running
+/// statistics, `RMSNorm` → `layers::RmsNorm`, `GroupNorm` →
+/// `layers::GroupNorm`) and dfdx's modules otherwise (`Dropout`, `LayerNorm` →
 /// `LayerNorm1D`, which already match Flax).
 ///
 /// # The input's gradient

@@ -9,7 +9,15 @@ use std::collections::BTreeMap;
 use syn::Error;
 
 /// Parameterised layers, called as `Layer(args)(x)`.
-pub const LAYERS: &[&str] = &["Dense", "Conv", "Dropout", "BatchNorm", "LayerNorm"];
+pub const LAYERS: &[&str] = &[
+    "Dense",
+    "Conv",
+    "Dropout",
+    "BatchNorm",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+];
 
 /// Functional ops, called as `op(x, args)`.
 pub const OPS: &[&str] = &[
@@ -54,7 +62,8 @@ pub fn signature(kind: &str) -> (&'static [&'static str], &'static [&'static str
         ),
         "Dropout" => (&["rate", "name"], &["rate"]),
         "BatchNorm" => (&["momentum", "epsilon", "name"], &[]),
-        "LayerNorm" => (&["epsilon", "name"], &[]),
+        "LayerNorm" | "RMSNorm" => (&["epsilon", "name"], &[]),
+        "GroupNorm" => (&["num_groups", "group_size", "epsilon", "name"], &[]),
         "avg_pool" | "max_pool" => (&["window_shape", "strides", "padding"], &["window_shape"]),
         "gelu" => (&["approximate"], &[]),
         "leaky_relu" => (&["negative_slope"], &[]),
@@ -416,10 +425,21 @@ pub fn layer_name(e: &syn::Expr) -> syn::Result<(String, TokenStream)> {
 
 /// `CamelCase` to `snake_case` (Flax's `BatchNorm_0` becomes `batch_norm_0`).
 pub fn snake(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
     let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
+    for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            if i > 0 {
+            // A word starts at an uppercase letter after a lowercase one or
+            // a digit, and at the last capital of an acronym that a
+            // lowercase letter follows (`RMSNorm` is `rms_norm`).
+            let prev = i.checked_sub(1).map(|p| chars[p]);
+            let next = chars.get(i + 1);
+            let starts = match prev {
+                None => false,
+                Some(p) if !p.is_uppercase() => true,
+                Some(_) => next.is_some_and(|n| n.is_lowercase()),
+            };
+            if starts {
                 out.push('_');
             }
             out.extend(c.to_lowercase());
@@ -470,5 +490,9 @@ mod tests {
         assert_eq!(layer_name(&e).unwrap().0, "head_1");
         assert_eq!(snake("BatchNorm"), "batch_norm");
         assert_eq!(snake("ResBlock"), "res_block");
+        assert_eq!(snake("RMSNorm"), "rms_norm");
+        assert_eq!(snake("GroupNorm"), "group_norm");
+        assert_eq!(snake("MLPBlock2D"), "mlp_block2_d");
+        assert_eq!(snake("Mlp"), "mlp");
     }
 }

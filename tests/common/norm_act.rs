@@ -67,11 +67,27 @@ pub struct ActCase {
     pub grad_x: Arr,
 }
 
+/// RMSNorm (no bias) and GroupNorm cases.
+#[derive(Deserialize)]
+pub struct ScaleNormCase {
+    pub layer: String,
+    pub x: Arr,
+    pub r: Arr,
+    pub scale: Arr,
+    pub bias: Option<Arr>,
+    pub y: Arr,
+    pub grad_x: Arr,
+    pub grad_scale: Arr,
+    pub grad_bias: Option<Arr>,
+}
+
 #[derive(Deserialize)]
 pub struct Fixture {
     pub batch_norm: Vec<BnCase>,
     pub layer_norm: Vec<LnCase>,
     pub activations: Vec<ActCase>,
+    pub rms_norm: Vec<ScaleNormCase>,
+    pub group_norm: Vec<ScaleNormCase>,
 }
 
 pub fn fixture() -> Fixture {
@@ -147,6 +163,46 @@ pub struct Ln2;
 impl Ln2 {
     fn forward(x: Input<4, 7>) {
         LayerNorm(epsilon = 1e-2)(x)
+    }
+}
+
+/// Flax's `RMSNorm()` on features.
+pub struct Rms1;
+
+#[compact]
+impl Rms1 {
+    fn forward(x: Input<7>) {
+        RMSNorm()(x)
+    }
+}
+
+/// Flax's `RMSNorm(epsilon=1e-2)` on `[seq, features]`.
+pub struct Rms2;
+
+#[compact]
+impl Rms2 {
+    fn forward(x: Input<4, 7>) {
+        RMSNorm(epsilon = 1e-2)(x)
+    }
+}
+
+/// Flax's `GroupNorm(num_groups=4)` on images.
+pub struct Gn1;
+
+#[compact]
+impl Gn1 {
+    fn forward(x: Input<8, 3, 4>) {
+        GroupNorm(num_groups = 4)(x)
+    }
+}
+
+/// Flax's `GroupNorm(group_size=3, epsilon=1e-3)` on images.
+pub struct Gn2;
+
+#[compact]
+impl Gn2 {
+    fn forward(x: Input<6, 3, 3>) {
+        GroupNorm(group_size = 3, epsilon = 1e-3)(x)
     }
 }
 
@@ -283,6 +339,36 @@ macro_rules! layer_norm_case {
     }};
 }
 
+/// One RMSNorm or GroupNorm case through a model whose only field is
+/// `$field`: values with and without a tape, gradients w.r.t. the input,
+/// `scale` and, with `bias` at the end, `bias`.
+macro_rules! scale_norm_case {
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty, $field:ident $(, $bias:ident)?) => {{
+        use $crate::norm_act::{assert_flax, cast, tensor};
+        let dev = $dev;
+        let case: &$crate::norm_act::ScaleNormCase = $case;
+        let mut m = dev.build_module::<$model, $e>();
+        m.$field.scale.copy_from(&cast::<$e>(&case.scale));
+        $(m.$field.$bias.copy_from(&cast::<$e>(case.bias.as_ref().expect("bias")));)?
+        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
+        let what = |s: &str| format!("{} {} {s}", case.layer, stringify!($e));
+        assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
+        let y = m.forward(x.leaky_trace());
+        assert_flax(&what("y"), &y.as_vec(), &case.y);
+        let g = (y * r).sum().backward();
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
+        assert_flax(&what("grad scale"), &g.get(&m.$field.scale).as_vec(), &case.grad_scale);
+        $(assert_flax(
+            &what("grad bias"),
+            &g.get(&m.$field.$bias).as_vec(),
+            case.grad_bias.as_ref().expect("grad_bias"),
+        );)?
+        let checks_bias: &[&str] = &[$(stringify!($bias))?];
+        assert_eq!(case.bias.is_some(), !checks_bias.is_empty(), "{}: bias", case.layer);
+    }};
+}
+
 /// One activation case (input shape `$x`, batch axis first): values with
 /// and without a tape, and the gradient.
 macro_rules! activation_case {
@@ -331,6 +417,16 @@ macro_rules! all_cases {
                 .find(|c| c.op == op)
                 .unwrap_or_else(|| panic!("the fixture has no `{op}` case"))
         };
+        let [rms1, rms2] = &f.rms_norm[..] else {
+            panic!("a new RMSNorm case needs a line here")
+        };
+        scale_norm_case!($dev, Rms1, $e, rms1, Rank2<4, 7>, rms_norm_0);
+        scale_norm_case!($dev, Rms2, $e, rms2, Rank3<3, 4, 7>, rms_norm_0);
+        let [gn1, gn2] = &f.group_norm[..] else {
+            panic!("a new GroupNorm case needs a line here")
+        };
+        scale_norm_case!($dev, Gn1, $e, gn1, Rank4<2, 8, 3, 4>, group_norm_0, bias);
+        scale_norm_case!($dev, Gn2, $e, gn2, Rank4<2, 6, 3, 3>, group_norm_0, bias);
         let mut checked = 0;
         each_activation! {
             ($dev, $e, case, checked)
@@ -361,4 +457,6 @@ macro_rules! all_cases {
     }};
 }
 
-pub(crate) use {activation_case, all_cases, batch_norm_case, each_activation, layer_norm_case};
+pub(crate) use {
+    activation_case, all_cases, batch_norm_case, each_activation, layer_norm_case, scale_norm_case,
+};

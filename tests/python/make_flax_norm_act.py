@@ -1,5 +1,6 @@
 """Writes tests/fixtures/flax_norm_act.json: Flax linen BatchNorm (training
-and inference), LayerNorm and the activations that `#[compact]` offers,
+and inference), LayerNorm, RMSNorm, GroupNorm and the activations that
+`#[compact]` offers,
 forward values and gradients, in float64, for tests/layers_norm_act.rs.
 
     pip install jax flax   # jax 0.10.2, flax 0.12.8 made the committed file
@@ -115,6 +116,30 @@ def layer_norm_case(x_shape, epsilon):
     }
 
 
+def scale_bias_norm_case(layer, label, x_shape, channels, with_bias=True):
+    """A norm with a per-channel `scale` (and `bias`): y and the gradients.
+    Images are NCHW here and NHWC for Flax."""
+    x = normal(*x_shape, scale=3.0, shift=-1.0)
+    r = normal(*x_shape)
+    params = {"scale": jnp.asarray(normal(channels, scale=0.5, shift=1.0))}
+    if with_bias:
+        params["bias"] = jnp.asarray(normal(channels))
+
+    def loss(x, p):
+        y = to_nchw(layer.apply({"params": p}, to_nhwc(x)))
+        return jnp.sum(y * r), y
+
+    (_, y), (gx, gp) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+        jnp.asarray(x), params
+    )
+    case = {"layer": label, "x": arr(x), "r": arr(r), "scale": arr(params["scale"]),
+            "y": arr(y), "grad_x": arr(gx), "grad_scale": arr(gp["scale"])}
+    if with_bias:
+        case["bias"] = arr(params["bias"])
+        case["grad_bias"] = arr(gp["bias"])
+    return case
+
+
 # name: (function, input shape with the batch axis first, input scale)
 ACTIVATIONS = {
     "relu": (nn.relu, (4, 9), 2.5),
@@ -169,5 +194,20 @@ out = {
         layer_norm_case((3, 4, 7), 1e-2),
     ],
     "activations": [activation_case(n) for n in ACTIVATIONS],
+    "rms_norm": [
+        scale_bias_norm_case(nn.RMSNorm(), "RMSNorm()", (4, 7), 7, with_bias=False),
+        scale_bias_norm_case(
+            nn.RMSNorm(epsilon=1e-2), "RMSNorm(epsilon=0.01)", (3, 4, 7), 7, with_bias=False
+        ),
+    ],
+    "group_norm": [
+        scale_bias_norm_case(nn.GroupNorm(num_groups=4), "GroupNorm(num_groups=4)", (2, 8, 3, 4), 8),
+        scale_bias_norm_case(
+            nn.GroupNorm(num_groups=None, group_size=3, epsilon=1e-3),
+            "GroupNorm(group_size=3, epsilon=0.001)",
+            (2, 6, 3, 3),
+            6,
+        ),
+    ],
 }
 print(json.dumps(out))

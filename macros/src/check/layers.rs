@@ -198,7 +198,9 @@ impl Checker {
                     Some(format!("`Dropout({rate})`")),
                 )
             }
-            "BatchNorm" | "LayerNorm" => self.norm(&last, &bound, i, input, tokens),
+            "BatchNorm" | "LayerNorm" | "RMSNorm" | "GroupNorm" => {
+                self.norm(&last, &bound, i, input, tokens)
+            }
             _ => Val::Poison,
         }
     }
@@ -259,9 +261,9 @@ impl Checker {
         let s = self.shape(i).to_vec();
         let (nn, layers) = (nn(), layers());
         // Flax's defaults, which differ from dfdx's: BatchNorm momentum 0.99,
-        // epsilon 1e-5; LayerNorm epsilon 1e-6. BatchNorm is the runtime's
-        // (Flax's running statistics, any input rank through one type);
-        // LayerNorm is dfdx's, which already matches Flax.
+        // epsilon 1e-5; the other norms epsilon 1e-6. BatchNorm, RMSNorm and
+        // GroupNorm are the runtime's; LayerNorm is dfdx's, which already
+        // matches Flax.
         let eps_default = if kind == "BatchNorm" { 1e-5 } else { 1e-6 };
         let eps = self.bounded_float(
             bound,
@@ -270,21 +272,26 @@ impl Checker {
             |v| v > 0.0,
             "is added to the variance before its square root and must be greater than 0",
         );
-        let momentum = self.bounded_float(
-            bound,
-            "momentum",
-            0.99,
-            |v| (0.0..=1.0).contains(&v),
-            "is the weight of the old running statistics and must be in [0, 1]",
-        );
-        let (ty, features) = match (kind, s.len()) {
-            ("BatchNorm", 1 | 3) => (quote!(#layers::BatchNorm), s[0].clone()),
-            ("LayerNorm", 1 | 2) => (quote!(#nn::LayerNorm1D), s[s.len() - 1].clone()),
+        let mut init = Vec::new();
+        if kind == "BatchNorm" {
+            let momentum = self.bounded_float(
+                bound,
+                "momentum",
+                0.99,
+                |v| (0.0..=1.0).contains(&v),
+                "is the weight of the old running statistics and must be in [0, 1]",
+            );
+            init.push(momentum.map(|m| quote!(__f.momentum = #m;)));
+        }
+        let (features, per_feature) = match (kind, s.len()) {
+            ("BatchNorm" | "GroupNorm", 3) | ("BatchNorm", 1) => (s[0].clone(), 2),
+            ("LayerNorm", 1 | 2) => (s[s.len() - 1].clone(), 2),
+            ("RMSNorm", 1 | 2) => (s[s.len() - 1].clone(), 1),
             _ => {
-                let want = if kind == "BatchNorm" {
-                    "[features] or [channels, height, width]"
-                } else {
-                    "[features] or [seq, features]"
+                let want = match kind {
+                    "BatchNorm" => "[features] or [channels, height, width]",
+                    "GroupNorm" => "[channels, height, width]",
+                    _ => "[features] or [seq, features]",
                 };
                 self.errs.push(Error::new_spanned(
                     tokens,
@@ -297,32 +304,95 @@ impl Checker {
                 return Val::Poison;
             }
         };
+        let fg = features.generic();
+        let ty = match kind {
+            "BatchNorm" => Some(quote!(#layers::BatchNorm<#fg, E, D>)),
+            "LayerNorm" => Some(quote!(#nn::LayerNorm1D<#fg, E, D>)),
+            "RMSNorm" => Some(quote!(#layers::RmsNorm<#fg, E, D>)),
+            _ => self
+                .groups(bound, &features, input, tokens)
+                .map(|g| quote!(#layers::GroupNorm<#fg, #g, E, D>)),
+        };
         let base = vocab::snake(kind);
         let name = self.field_name(&base, bound, tokens);
-        let (Some(eps), Some(momentum), Some(name)) = (eps, momentum, name) else {
+        let init: Option<Vec<TokenStream>> = init.into_iter().collect();
+        let (Some(eps), Some(mut init), Some(ty), Some(name)) = (eps, init, ty, name) else {
             return Val::Poison;
         };
-        let fg = features.generic();
-        let mut init = vec![quote!(__f.epsilon = #eps;)];
-        if kind == "BatchNorm" {
-            init.push(quote!(__f.momentum = #momentum;));
-        }
+        init.push(quote!(__f.epsilon = #eps;));
         let params = match features.known() {
-            Some(f) => Dim::Known(f.saturating_mul(2)),
+            Some(f) => Dim::Known(f.saturating_mul(per_feature)),
             None => {
                 let fe = features.expr();
-                Dim::Sym(quote!(2 * #fe), format!("2*{features}"))
+                Dim::Sym(
+                    quote!(#per_feature * #fe),
+                    format!("{per_feature}*{features}"),
+                )
             }
         };
-        self.field(
-            name,
-            quote!(#ty<#fg, E, D>),
-            params,
-            init,
-            i,
-            s,
-            format!("`{kind}`"),
-        )
+        self.field(name, ty, params, init, i, s, format!("`{kind}`"))
+    }
+
+    /// `GroupNorm`'s number of groups: `num_groups` (Flax's default 32) or
+    /// `channels / group_size`, which must divide the channels.
+    fn groups(
+        &mut self,
+        bound: &std::collections::BTreeMap<&'static str, &syn::Expr>,
+        channels: &Dim,
+        input: &Expr,
+        tokens: &TokenStream,
+    ) -> Option<TokenStream> {
+        let mut take = |key: &str| {
+            bound
+                .get(key)
+                .map(|e| (*e, self.errs.take(vocab::positive(e, &format!("`{key}`")))))
+        };
+        let (groups, size) = (take("num_groups"), take("group_size"));
+        let (groups, size) = match (groups, size) {
+            (Some((e, _)), Some(_)) => {
+                self.errs.push(Error::new_spanned(
+                    e,
+                    "`GroupNorm` takes `num_groups` or `group_size`, not both",
+                ));
+                return None;
+            }
+            (Some((_, g)), None) => (Some(g?), None),
+            (None, Some((_, n))) => (None, Some(n?)),
+            (None, None) => (Some(32), None),
+        };
+        let Some(c) = channels.known() else {
+            // Channels from a nested model's consts: the layer's own
+            // `const` assertion checks the division.
+            let ce = channels.expr();
+            return Some(match (groups, size) {
+                (Some(g), _) => quote!(#g),
+                (_, n) => quote!({ #ce / #n }),
+            });
+        };
+        let defaulted = !bound.contains_key("num_groups") && !bound.contains_key("group_size");
+        let (g, rule) = match (groups, size) {
+            (Some(g), _) if defaulted => (g, format!("Flax's default `num_groups = {g}`")),
+            (Some(g), _) => (g, format!("`num_groups = {g}`")),
+            (_, n) => (
+                c / n.unwrap_or(1).max(1),
+                format!("`group_size = {}`", n.unwrap_or(1)),
+            ),
+        };
+        let divides = match size {
+            Some(n) => c % n == 0,
+            None => c % g == 0,
+        };
+        if !divides || g == 0 {
+            self.errs.push(Error::new_spanned(
+                tokens,
+                format!(
+                    "`GroupNorm` with {rule} needs channels that split into equal groups, but {} has {c} channels",
+                    input.describe()
+                ),
+            ));
+            return None;
+        }
+        Some(quote!(#g))
     }
 
     fn nested(

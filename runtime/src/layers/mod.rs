@@ -48,7 +48,7 @@ pub use conv::{Conv2D, NoInputGrad};
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
-pub use norm::BatchNorm;
+pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
 
@@ -56,7 +56,7 @@ pub use relu::Relu;
 pub mod builder {
     pub use super::conv::builder::Conv2D;
     pub use super::dense::builder::{Dense, UnbiasedDense};
-    pub use super::norm::builder::BatchNorm;
+    pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
 }
 
 /// The padding `(low, high)` that XLA (and so Flax) uses for

@@ -1,4 +1,6 @@
-//! Batch normalization with Flax linen's semantics.
+//! Normalization layers with Flax linen's semantics: [`BatchNorm`],
+//! [`RmsNorm`], [`GroupNorm`] (`LayerNorm` is dfdx's `LayerNorm1D`, which
+//! already matches Flax).
 //!
 //! dfdx's `BatchNorm1D`/`BatchNorm2D` follow PyTorch: their running variance
 //! averages the *unbiased* batch variance (`n / (n - 1)` times the one used
@@ -8,8 +10,8 @@
 //! `n / (n - 1)` in every running variance, so flaxen has its own.
 
 use dfdx::nn::{
-    BuildModule, BuildOnDevice, Module, ModuleMut, ModuleVisitor, ScalarOptions, TensorCollection,
-    TensorOptions,
+    BuildModule, BuildOnDevice, Module, ModuleMut, ModuleVisitor, NonMutableModule, ScalarOptions,
+    TensorCollection, TensorOptions,
 };
 use dfdx::prelude::*;
 
@@ -68,6 +70,16 @@ pub mod builder {
     /// `dev.build_module::<BatchNorm<C>, E>()`.
     #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
     pub struct BatchNorm<const C: usize>;
+
+    /// Builds an [`RmsNorm`](super::RmsNorm) with
+    /// `dev.build_module::<RmsNorm<F>, E>()`.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    pub struct RmsNorm<const F: usize>;
+
+    /// Builds a [`GroupNorm`](super::GroupNorm) of `C` channels in `G`
+    /// groups with `dev.build_module::<GroupNorm<C, G>, E>()`.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    pub struct GroupNorm<const C: usize, const G: usize>;
 }
 
 impl<const C: usize, E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::BatchNorm<C> {
@@ -225,3 +237,250 @@ macro_rules! batch_norm_impls {
 
 batch_norm_impls!([B: Dim,], (B, Const<C>), Axis<0>);
 batch_norm_impls!([B: Dim, H: Dim, W: Dim,], (B, Const<C>, H, W), Axes3<0, 2, 3>);
+
+/// Flax linen's `RMSNorm` over the last axis of `[batch, F]` or
+/// `[batch, S, F]` inputs: `x / sqrt(mean(x²) + epsilon) * scale`. No
+/// batch statistics, so the same in training and inference, with or without
+/// a tape. Keys: `scale` (Flax's name), and the scalar `epsilon`.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::builder;
+///
+/// let dev: Cpu = Default::default();
+/// let norm = dev.build_module::<builder::RmsNorm<2>, f64>();
+/// assert_eq!(norm.epsilon, 1e-6); // Flax's default
+/// let y = norm.forward(dev.tensor([[3.0, 4.0]]));
+/// let rms = (12.5f64 + 1e-6).sqrt();
+/// assert!((y.array()[0][1] - 4.0 / rms).abs() < 1e-12);
+/// ```
+#[derive(Clone, Debug)]
+pub struct RmsNorm<const F: usize, E: Dtype, D: Storage<E>> {
+    /// Multiplies the normalized input. Starts at 1.
+    pub scale: Tensor<Rank1<F>, E, D>,
+    /// Added to the mean square before the square root. Flax's default `1e-6`.
+    pub epsilon: f64,
+}
+
+/// Flax linen's `GroupNorm` over `[batch, C, H, W]` (NCHW) inputs: the `C`
+/// channels form `G` groups of `C / G`; each example's group is normalized
+/// with its own mean and (biased) variance over its channels and all
+/// positions, then `* scale + bias` per channel. No batch statistics, so
+/// the same in training and inference, with or without a tape. Keys:
+/// `scale`, `bias`, and the scalar `epsilon`. `C % G != 0` does not compile.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::builder;
+///
+/// let dev: Cpu = Default::default();
+/// let norm = dev.build_module::<builder::GroupNorm<4, 2>, f64>();
+/// assert_eq!(norm.epsilon, 1e-6); // Flax's default
+/// let x: Tensor<Rank4<3, 4, 5, 5>, f64, _> = dev.sample_normal();
+/// let y = norm.forward(x).array();
+/// // Each group of two channels has mean 0 per example.
+/// let group: f64 = y[1][2].iter().chain(&y[1][3]).flatten().sum();
+/// assert!(group.abs() < 1e-9);
+/// ```
+#[derive(Clone, Debug)]
+pub struct GroupNorm<const C: usize, const G: usize, E: Dtype, D: Storage<E>> {
+    /// Multiplies the normalized input, per channel. Starts at 1.
+    pub scale: Tensor<Rank1<C>, E, D>,
+    /// Added last, per channel. Starts at 0.
+    pub bias: Tensor<Rank1<C>, E, D>,
+    /// Added to the variance before the square root. Flax's default `1e-6`.
+    pub epsilon: f64,
+}
+
+impl<const F: usize, E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::RmsNorm<F> {
+    type Built = RmsNorm<F, E, D>;
+    fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
+        Self::Built::try_build(device)
+    }
+}
+
+impl<const C: usize, const G: usize, E: Dtype, D: Device<E>> BuildOnDevice<D, E>
+    for builder::GroupNorm<C, G>
+{
+    type Built = GroupNorm<C, G, E, D>;
+    fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
+        Self::Built::try_build(device)
+    }
+}
+
+impl<const F: usize, E: Dtype, D: Device<E>> TensorCollection<E, D> for RmsNorm<F, E, D> {
+    type To<E2: Dtype, D2: Device<E2>> = RmsNorm<F, E2, D2>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            (
+                Self::tensor(
+                    "scale",
+                    |s| &s.scale,
+                    |s| &mut s.scale,
+                    TensorOptions::reset_to_ones(),
+                ),
+                Self::scalar(
+                    "epsilon",
+                    |s| &s.epsilon,
+                    |s| &mut s.epsilon,
+                    ScalarOptions::from_default(1e-6),
+                ),
+            ),
+            |(scale, epsilon)| RmsNorm { scale, epsilon },
+        )
+    }
+}
+
+impl<const C: usize, const G: usize, E: Dtype, D: Device<E>> TensorCollection<E, D>
+    for GroupNorm<C, G, E, D>
+{
+    type To<E2: Dtype, D2: Device<E2>> = GroupNorm<C, G, E2, D2>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            (
+                Self::tensor(
+                    "scale",
+                    |s| &s.scale,
+                    |s| &mut s.scale,
+                    TensorOptions::reset_to_ones(),
+                ),
+                Self::tensor(
+                    "bias",
+                    |s| &s.bias,
+                    |s| &mut s.bias,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::scalar(
+                    "epsilon",
+                    |s| &s.epsilon,
+                    |s| &mut s.epsilon,
+                    ScalarOptions::from_default(1e-6),
+                ),
+            ),
+            |(scale, bias, epsilon)| GroupNorm {
+                scale,
+                bias,
+                epsilon,
+            },
+        )
+    }
+}
+
+impl<const F: usize, E: Dtype, D: Storage<E>> NonMutableModule for RmsNorm<F, E, D> {}
+impl<const C: usize, const G: usize, E: Dtype, D: Storage<E>> NonMutableModule
+    for GroupNorm<C, G, E, D>
+{
+}
+
+impl<const F: usize, E: Dtype, D: Device<E>> RmsNorm<F, E, D> {
+    /// `x / sqrt(mean(x², Last) + epsilon) * scale`, with `Last` the feature
+    /// axis and `Rest` the others (the axes `scale` is broadcast along).
+    fn normalize<S, R, Last: Axes, Rest: Axes, T: Tape<E, D>>(
+        &self,
+        x: Tensor<S, E, D, T>,
+    ) -> Result<Tensor<S, E, D, T>, D::Err>
+    where
+        S: Shape + ReduceShapeTo<R, Last>,
+        R: Shape + BroadcastShapeTo<S, Last>,
+        Rank1<F>: BroadcastShapeTo<S, Rest>,
+    {
+        let shape = *x.shape();
+        let inv_rms = x
+            .with_empty_tape()
+            .try_square()?
+            .try_mean::<R, Last>()?
+            .try_add(E::from_f64(self.epsilon).unwrap())?
+            .try_sqrt()?
+            .try_recip()?
+            .try_broadcast_like(&shape)?;
+        let scale = self.scale.retaped::<T>().try_broadcast_like(&shape)?;
+        x.try_mul(inv_rms)?.try_mul(scale)
+    }
+}
+
+impl<const C: usize, const G: usize, E: Dtype, D: Device<E>> GroupNorm<C, G, E, D> {
+    const GROUPS: usize = {
+        assert!(
+            G >= 1 && C.is_multiple_of(G),
+            "GroupNorm needs the channels C divisible by the groups G"
+        );
+        G
+    };
+}
+
+impl<const F: usize, B: Dim, E: Dtype, D: Device<E>, T: Tape<E, D>>
+    Module<Tensor<(B, Const<F>), E, D, T>> for RmsNorm<F, E, D>
+{
+    type Output = Tensor<(B, Const<F>), E, D, T>;
+    type Error = D::Err;
+
+    fn try_forward(&self, x: Tensor<(B, Const<F>), E, D, T>) -> Result<Self::Output, D::Err> {
+        self.normalize::<_, (B,), Axis<1>, Axis<0>, T>(x)
+    }
+}
+
+impl<const F: usize, B: Dim, S: Dim, E: Dtype, D: Device<E>, T: Tape<E, D>>
+    Module<Tensor<(B, S, Const<F>), E, D, T>> for RmsNorm<F, E, D>
+{
+    type Output = Tensor<(B, S, Const<F>), E, D, T>;
+    type Error = D::Err;
+
+    fn try_forward(&self, x: Tensor<(B, S, Const<F>), E, D, T>) -> Result<Self::Output, D::Err> {
+        self.normalize::<_, (B, S), Axis<2>, Axes2<0, 1>, T>(x)
+    }
+}
+
+impl<
+        const C: usize,
+        const G: usize,
+        B: Dim,
+        H: Dim,
+        W: Dim,
+        E: Dtype,
+        D: Device<E>,
+        T: Tape<E, D>,
+    > Module<Tensor<(B, Const<C>, H, W), E, D, T>> for GroupNorm<C, G, E, D>
+{
+    type Output = Tensor<(B, Const<C>, H, W), E, D, T>;
+    type Error = D::Err;
+
+    fn try_forward(&self, x: Tensor<(B, Const<C>, H, W), E, D, T>) -> Result<Self::Output, D::Err> {
+        let shape = *x.shape();
+        let groups = Self::GROUPS;
+        // Each example's group is one row of `C / G * H * W` values.
+        let grouped_shape = (
+            shape.0.size(),
+            groups,
+            C / groups * shape.2.size() * shape.3.size(),
+        );
+        let grouped = x.try_reshape_like(&grouped_shape)?;
+        let mean = grouped
+            .with_empty_tape()
+            .try_mean::<(usize, usize), Axis<2>>()?
+            .try_broadcast_like::<_, Axis<2>>(&grouped_shape)?;
+        let centered = grouped.try_sub(mean)?;
+        let std = centered
+            .with_empty_tape()
+            .try_square()?
+            .try_mean::<(usize, usize), Axis<2>>()?
+            .try_add(E::from_f64(self.epsilon).unwrap())?
+            .try_sqrt()?
+            .try_broadcast_like::<_, Axis<2>>(&grouped_shape)?;
+        let normed = centered.try_div(std)?.try_reshape_like(&shape)?;
+        let scale = self
+            .scale
+            .retaped::<T>()
+            .try_broadcast_like::<_, Axes3<0, 2, 3>>(&shape)?;
+        let bias = self
+            .bias
+            .retaped::<T>()
+            .try_broadcast_like::<_, Axes3<0, 2, 3>>(&shape)?;
+        normed.try_mul(scale)?.try_add(bias)
+    }
+}
