@@ -1,6 +1,7 @@
 //! Finite-difference checks (f64, central differences) of the gradients of
 //! flaxen's conv and pooling layers on rectangular kernels, stride 2 and
-//! explicit, asymmetric padding, and of BatchNorm in training mode. `loss = sum(layer(x) * r)` for a random `r`;
+//! explicit, asymmetric padding, of BatchNorm in training mode, and of
+//! GroupNorm and RMSNorm. `loss = sum(layer(x) * r)` for a random `r`;
 //! tolerance `|analytic - numeric| <= 1e-6 * max(|numeric|, 1)`.
 
 use flaxen::prelude::*;
@@ -152,5 +153,53 @@ fn batch_norm_gradients_match_finite_differences() {
         "bias",
         &grads.get(&m.bias).as_vec(),
         &numeric_grad(|v| loss(&xs, &ss, v), &bs),
+    );
+}
+
+/// GroupNorm (2 groups of 2 channels) and RMSNorm on sequences: input and
+/// scale gradients; the statistics depend on the input, so every loss
+/// evaluation recomputes them.
+#[test]
+fn group_and_rms_norm_gradients_match_finite_differences() {
+    let dev = Cpu::seed_from_u64(8);
+    let mut gn = dev.build_module::<builder::GroupNorm<4, 2>, f64>();
+    gn.scale = dev.sample_normal();
+    gn.bias = dev.sample_normal();
+    type Xg = Rank4<2, 4, 3, 2>;
+    let x: Tensor<Xg, f64, _> = dev.sample_normal();
+    let r: Tensor<Xg, f64, _> = dev.sample_normal();
+    let grads = (gn.forward(x.leaky_trace()) * r.clone()).sum().backward();
+    let loss = |xs: &[f64], scale: &[f64]| {
+        let mut m = gn.clone();
+        m.scale.copy_from(scale);
+        let x: Tensor<Xg, f64, _> = dev.tensor_from_vec(xs.to_vec(), Default::default());
+        (m.forward(x) * r.clone()).sum::<Rank0, _>().array()
+    };
+    let (xs, ss) = (x.as_vec(), gn.scale.as_vec());
+    assert_grad(
+        "group norm x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(|v| loss(v, &ss), &xs),
+    );
+    assert_grad(
+        "group norm scale",
+        &grads.get(&gn.scale).as_vec(),
+        &numeric_grad(|v| loss(&xs, v), &ss),
+    );
+
+    let mut rms = dev.build_module::<builder::RmsNorm<5>, f64>();
+    rms.scale = dev.sample_normal();
+    type Xr = Rank3<2, 3, 5>;
+    let x: Tensor<Xr, f64, _> = dev.sample_normal();
+    let r: Tensor<Xr, f64, _> = dev.sample_normal();
+    let grads = (rms.forward(x.leaky_trace()) * r.clone()).sum().backward();
+    let loss = |xs: &[f64]| {
+        let x: Tensor<Xr, f64, _> = dev.tensor_from_vec(xs.to_vec(), Default::default());
+        (rms.forward(x) * r.clone()).sum::<Rank0, _>().array()
+    };
+    assert_grad(
+        "rms norm x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(loss, &x.as_vec()),
     );
 }
