@@ -54,6 +54,8 @@
 ///   | `Conv(features, kernel_size, strides = (1, 1), padding = SAME)` | `[c, h, w]` → `[features, h', w']` |
 ///   | `avg_pool` / `max_pool(x, window_shape, strides = (1, 1), padding = VALID)` | `[c, h, w]` → `[c, h', w']` |
 ///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
+///   | `mean` / `sum(x, axis = -1)`, `axis = (-2, -1)` | those axes removed (`mean(x, axis = (-2, -1))` is global average pooling); at least one axis stays |
+///   | `concatenate((x, y, ..), axis = -k)` (or `[x, y, ..]`) | equal shapes but for axis `-k`, whose sizes add up |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |

@@ -97,6 +97,14 @@ pub enum Kind {
         axis: usize,
         input: usize,
     },
+    /// `concatenate` of these steps along this axis of the batched tensor.
+    Concat { inputs: Vec<usize>, axis: usize },
+    /// `mean` / `sum` over these axes of the batched tensor (ascending).
+    Reduce {
+        mean: bool,
+        axes: Vec<usize>,
+        input: usize,
+    },
     /// Merges the trailing `[seq, features]` axes.
     Reshape(usize),
     /// Tensor-tensor arithmetic.
@@ -124,8 +132,13 @@ impl Kind {
             | Kind::Function(_, i, _)
             | Kind::Reshape(i)
             | Kind::Neg(i) => vec![*i],
-            Kind::Softmax { input, .. } | Kind::Scalar { input, .. } => vec![*input],
+            Kind::Softmax { input, .. }
+            | Kind::Scalar { input, .. }
+            | Kind::Reduce { input, .. } => {
+                vec![*input]
+            }
             Kind::Binary(_, a, b) => vec![*a, *b],
+            Kind::Concat { inputs, .. } => inputs.clone(),
         }
     }
 }
@@ -320,6 +333,14 @@ impl Checker {
                 let x = self.expr(input);
                 self.op(name, x, input, args, tokens)
             }
+            Expr::Concat {
+                inputs,
+                args,
+                tokens,
+            } => {
+                let vals: Vec<Val> = inputs.iter().map(|e| self.expr(e)).collect();
+                self.concat(&vals, inputs, args, tokens)
+            }
             Expr::Layer {
                 path,
                 args,
@@ -408,6 +429,80 @@ impl Checker {
                 self.push(Kind::Binary(op, a, b), sa, None)
             }
         }
+    }
+
+    /// `concatenate((a, b, ..), axis = -k)`: equal shapes but for the axis,
+    /// whose sizes add up.
+    fn concat(
+        &mut self,
+        vals: &[Val],
+        inputs: &[Expr],
+        args: &[crate::parse::Arg],
+        tokens: &TokenStream,
+    ) -> Val {
+        let bound = bind("concatenate", "concatenate", args, tokens, &mut self.errs);
+        let ids: Vec<Option<usize>> = vals
+            .iter()
+            .zip(inputs)
+            .map(|(v, e)| self.tensor_input(*v, "concatenate", &e.tokens()))
+            .collect();
+        let Some(ids) = ids.into_iter().collect::<Option<Vec<usize>>>() else {
+            return Val::Poison;
+        };
+        let first = self.shape(ids[0]).to_vec();
+        let Some(axis) = bound
+            .get("axis")
+            .and_then(|e| self.errs.take(vocab::axis_from_end(e, first.len())))
+        else {
+            return Val::Poison;
+        };
+        let without = |s: &[Dim]| -> Vec<Dim> {
+            s.iter()
+                .enumerate()
+                .filter(|(k, _)| *k != axis)
+                .map(|(_, d)| d.clone())
+                .collect()
+        };
+        let rest = without(&first);
+        for (id, e) in ids.iter().zip(inputs).skip(1) {
+            let s = self.shape(*id).to_vec();
+            let msg = || {
+                format!(
+                    "`concatenate` along axis -{} needs the other axes to match, but {} has shape {} and {} has shape {} here",
+                    first.len() - axis,
+                    inputs[0].describe(),
+                    show(&first),
+                    e.describe(),
+                    show(&s)
+                )
+            };
+            if s.len() != first.len() {
+                self.errs.push(Error::new_spanned(tokens, msg()));
+                return Val::Poison;
+            }
+            match shape::same_shape(&rest, &without(&s)) {
+                Same::Yes => {}
+                Same::No => {
+                    self.errs.push(Error::new_spanned(tokens, msg()));
+                    return Val::Poison;
+                }
+                Same::IfConst(cond) => self.assert_dependent(cond, msg(), first_span(tokens)),
+            }
+        }
+        let parts: Vec<Dim> = ids.iter().map(|i| self.shape(*i)[axis].clone()).collect();
+        let Some(total) = shape::sum(&parts) else {
+            return self.overflow(tokens);
+        };
+        let mut out = first;
+        out[axis] = total;
+        self.push(
+            Kind::Concat {
+                inputs: ids,
+                axis: axis + 1,
+            },
+            out,
+            Some("`concatenate`".into()),
+        )
     }
 
     /// A tensor input of a layer or op, or an error if it is a number.
@@ -532,6 +627,42 @@ impl Checker {
                         input: i,
                     },
                     s,
+                    Some(doc),
+                )
+            }
+            "mean" | "sum" => {
+                let axes = bound
+                    .get("axis")
+                    .and_then(|e| self.errs.take(vocab::axes_from_end(e, s.len())));
+                let Some(axes) = axes else {
+                    return Val::Poison;
+                };
+                if axes.len() == s.len() {
+                    self.errs.push(Error::new_spanned(
+                        tokens,
+                        format!(
+                            "`{n}` over every axis of {} (shape {}) leaves nothing per example; \
+                             keep at least one axis (the batch axis is never reduced)",
+                            input.describe(),
+                            show(&s)
+                        ),
+                    ));
+                    return Val::Poison;
+                }
+                let out: Vec<Dim> = s
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| !axes.contains(k))
+                    .map(|(_, d)| d.clone())
+                    .collect();
+                let doc = format!("`{n}` over {} axis(es)", axes.len());
+                self.push(
+                    Kind::Reduce {
+                        mean: n == "mean",
+                        axes: axes.iter().map(|a| a + 1).collect(),
+                        input: i,
+                    },
+                    out,
                     Some(doc),
                 )
             }

@@ -337,6 +337,62 @@ fn forward(plan: &Plan, mutable: bool, no_input_grad: bool) -> (Vec<TokenStream>
                 let axis = proc_macro2::Literal::isize_unsuffixed(*axis as isize);
                 quote!(#(#args)*.#m::<#dfdx::shapes::Axis<#axis>>()?)
             }
+            Kind::Concat { axis, .. } => {
+                // dfdx adds `Const` sizes only on nightly: the running result
+                // has a `usize` axis (usize + Const<N> is usize), realized to
+                // the macro's total at the end.
+                let dyn_dims = step.shape.iter().enumerate().map(|(k, d)| {
+                    if k + 1 == *axis {
+                        quote!(usize)
+                    } else {
+                        let g = d.generic();
+                        quote!(#dfdx::shapes::Const<#g>)
+                    }
+                });
+                let dims = step.shape.iter().map(|d| {
+                    let g = d.generic();
+                    quote!(#dfdx::shapes::Const<#g>)
+                });
+                let ax = proc_macro2::Literal::usize_unsuffixed(*axis);
+                let first = &args[0];
+                let rest = &args[1..];
+                // `try_realize` fails only on other sizes, which the macro
+                // has ruled out.
+                let realize = |t: TokenStream, dims: TokenStream| {
+                    quote!(match #dfdx::tensor_ops::RealizeTo::try_realize::<(B, #dims)>(#t) {
+                        ::core::result::Result::Ok(__t) => __t,
+                        ::core::result::Result::Err(_) => ::core::unreachable!("concatenate: sizes checked by #[compact]"),
+                    })
+                };
+                let start = realize(quote!(#first), quote!(#(#dyn_dims,)*));
+                let end = realize(quote!(__c), quote!(#(#dims,)*));
+                quote!({
+                    let __c = #start;
+                    #(let __c = #dfdx::tensor_ops::TryConcatAlong::try_concat_along((__c, #rest), #dfdx::shapes::Axis::<#ax>)?;)*
+                    #end
+                })
+            }
+            Kind::Reduce { mean, axes, .. } => {
+                let m = if *mean {
+                    quote!(try_mean)
+                } else {
+                    quote!(try_sum)
+                };
+                let ax: Vec<_> = axes
+                    .iter()
+                    .map(|a| proc_macro2::Literal::usize_unsuffixed(*a))
+                    .collect();
+                let axes_ty = match ax.len() {
+                    1 => quote!(#dfdx::shapes::Axis<#(#ax)*>),
+                    2 => quote!(#dfdx::shapes::Axes2<#(#ax),*>),
+                    _ => quote!(#dfdx::shapes::Axes3<#(#ax),*>),
+                };
+                let dims = step.shape.iter().map(|d| {
+                    let g = d.generic();
+                    quote!(#dfdx::shapes::Const<#g>)
+                });
+                quote!(#(#args)*.#m::<(B, #(#dims,)*), #axes_ty>()?)
+            }
             Kind::Reshape(_) => {
                 let n = step.shape[0].generic();
                 quote!({

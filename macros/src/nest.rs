@@ -57,6 +57,7 @@ fn collect(e: &Expr, out: &mut Vec<syn::Path>) {
             collect(lhs, out);
             collect(rhs, out);
         }
+        Expr::Concat { inputs, .. } => inputs.iter().for_each(|e| collect(e, out)),
         Expr::Var(_) | Expr::Scalar { .. } => {}
     }
 }

@@ -107,6 +107,15 @@ pub enum Expr {
         /// The whole call, for messages.
         tokens: TokenStream,
     },
+    /// `concatenate((a, b, ..), axis = -k)`: tensors joined along an axis.
+    Concat {
+        /// The tensors, in order.
+        inputs: Vec<Expr>,
+        /// The remaining arguments (`axis`).
+        args: Vec<Arg>,
+        /// The whole call, for messages.
+        tokens: TokenStream,
+    },
     /// `lhs op rhs`.
     Binary {
         /// Which operator.
@@ -141,6 +150,7 @@ impl Expr {
             Expr::Var(v) => v.to_token_stream(),
             Expr::Layer { tokens, .. }
             | Expr::Op { tokens, .. }
+            | Expr::Concat { tokens, .. }
             | Expr::Binary { tokens, .. }
             | Expr::Neg { tokens, .. }
             | Expr::Scalar { tokens, .. } => tokens.clone(),
@@ -706,10 +716,13 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
                     ),
                 ));
             }
-            let input = parse_expr(first)?;
             let rest: syn::punctuated::Punctuated<syn::Expr, syn::Token![,]> =
                 it.cloned().collect();
             let args = parse_args(&rest)?;
+            if name == "concatenate" {
+                return parse_concat(first, args, tokens);
+            }
+            let input = parse_expr(first)?;
             Ok(Expr::Op {
                 name,
                 input: Box::new(input),
@@ -722,6 +735,32 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
             format!("`#[compact]` does not understand this call; {EXPR_HELP}"),
         )),
     }
+}
+
+/// `concatenate((a, b, ..), ..)` / `concatenate([a, b, ..], ..)`.
+fn parse_concat(first: &syn::Expr, args: Vec<Arg>, tokens: TokenStream) -> Result<Expr> {
+    let items: Vec<&syn::Expr> = match first {
+        syn::Expr::Tuple(t) => t.elems.iter().collect(),
+        syn::Expr::Array(a) => a.elems.iter().collect(),
+        syn::Expr::Paren(p) => vec![&*p.expr],
+        _ => Vec::new(),
+    };
+    if items.len() < 2 {
+        return Err(Error::new_spanned(
+            first,
+            "`concatenate` joins two or more tensors given as a tuple or a list: \
+             `concatenate((x, y), axis = -1)`",
+        ));
+    }
+    let inputs = items
+        .into_iter()
+        .map(parse_expr)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Expr::Concat {
+        inputs,
+        args,
+        tokens,
+    })
 }
 
 /// The span to report an argument error at.

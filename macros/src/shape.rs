@@ -197,6 +197,20 @@ pub fn product(dims: &[Dim]) -> Option<Dim> {
     Some(Dim::sym(quote!(1usize #(* #exprs)*), text.join("*")))
 }
 
+/// The sum of dimensions (what `concatenate` makes of its axis).
+pub fn sum(dims: &[Dim]) -> Option<Dim> {
+    if dims.iter().all(|d| d.known().is_some()) {
+        let mut t: usize = 0;
+        for d in dims {
+            t = t.checked_add(d.known()?)?;
+        }
+        return Some(Dim::Known(t));
+    }
+    let exprs = dims.iter().map(Dim::expr);
+    let text: Vec<String> = dims.iter().map(ToString::to_string).collect();
+    Some(Dim::sym(quote!(0usize #(+ #exprs)*), text.join("+")))
+}
+
 /// Whether two dimensions are equal.
 pub enum Same {
     /// Known to be equal.
@@ -239,6 +253,18 @@ pub fn params(parts: &[usize]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_of_dims() {
+        assert_eq!(
+            sum(&[Dim::Known(3), Dim::Known(4)]).unwrap().known(),
+            Some(7)
+        );
+        assert!(sum(&[Dim::Known(usize::MAX), Dim::Known(1)]).is_none());
+        let s = sum(&[Dim::Known(3), Dim::sym(quote!(N), "N".into())]).unwrap();
+        assert_eq!(s.known(), None);
+        assert_eq!(s.to_string(), "3+N");
+    }
 
     fn known(w: &Window) -> (usize, usize, usize) {
         (

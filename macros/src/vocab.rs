@@ -39,6 +39,9 @@ pub const OPS: &[&str] = &[
     "hard_swish",
     "softmax",
     "log_softmax",
+    "mean",
+    "sum",
+    "concatenate",
     "avg_pool",
     "max_pool",
     "flatten",
@@ -69,6 +72,7 @@ pub fn signature(kind: &str) -> (&'static [&'static str], &'static [&'static str
         "leaky_relu" => (&["negative_slope"], &[]),
         "elu" => (&["alpha"], &[]),
         "softmax" | "log_softmax" => (&["axis"], &[]),
+        "mean" | "sum" | "concatenate" => (&["axis"], &["axis"]),
         // Other activations and flatten take only their input; nested
         // models only a name.
         "nested" => (&["name"], &[]),
@@ -375,6 +379,22 @@ pub fn axis_from_end(e: &syn::Expr, rank: usize) -> syn::Result<usize> {
             ),
         ))
     }
+}
+
+/// One axis or a tuple of distinct axes, each counted from the end as in
+/// [`axis_from_end`]; returned sorted, as indices into the per-example shape.
+pub fn axes_from_end(e: &syn::Expr, rank: usize) -> syn::Result<Vec<usize>> {
+    let items = elems(e).unwrap_or_else(|| vec![e]);
+    let mut axes = Vec::new();
+    for item in items {
+        let a = axis_from_end(item, rank)?;
+        if axes.contains(&a) {
+            return Err(Error::new_spanned(item, "this axis is listed twice"));
+        }
+        axes.push(a);
+    }
+    axes.sort_unstable();
+    Ok(axes)
 }
 
 /// `true`/`false` (Python's `True`/`False` too).
