@@ -56,6 +56,7 @@
 ///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
 ///   | `mean` / `sum(x, axis = -1)`, `axis = (-2, -1)` | those axes removed (`mean(x, axis = (-2, -1))` is global average pooling); at least one axis stays |
 ///   | `concatenate((x, y, ..), axis = -k)` (or `[x, y, ..]`) | equal shapes but for axis `-k`, whose sizes add up |
+///   | `SelfAttention(num_heads, qkv_features = f, out_features = f)` | `[s, f]` → `[s, out_features]` (no mask, no dropout) |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
@@ -139,7 +140,8 @@
 /// with `use_bias = false`, all with fast CPU kernels and Flax's
 /// initialisers, `BatchNorm` → `layers::BatchNorm` with Flax's running
 /// statistics, `RMSNorm` → `layers::RmsNorm`, `GroupNorm` →
-/// `layers::GroupNorm`) and dfdx's modules otherwise (`Dropout`, `LayerNorm` →
+/// `layers::GroupNorm`, `SelfAttention` → `layers::SelfAttention`) and
+/// dfdx's modules otherwise (`Dropout`, `LayerNorm` →
 /// `LayerNorm1D`, which already match Flax).
 ///
 /// # The input's gradient

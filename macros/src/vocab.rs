@@ -17,6 +17,7 @@ pub const LAYERS: &[&str] = &[
     "LayerNorm",
     "RMSNorm",
     "GroupNorm",
+    "SelfAttention",
 ];
 
 /// Functional ops, called as `op(x, args)`.
@@ -67,6 +68,10 @@ pub fn signature(kind: &str) -> (&'static [&'static str], &'static [&'static str
         "BatchNorm" => (&["momentum", "epsilon", "name"], &[]),
         "LayerNorm" | "RMSNorm" => (&["epsilon", "name"], &[]),
         "GroupNorm" => (&["num_groups", "group_size", "epsilon", "name"], &[]),
+        "SelfAttention" => (
+            &["num_heads", "qkv_features", "out_features", "name"],
+            &["num_heads"],
+        ),
         "avg_pool" | "max_pool" => (&["window_shape", "strides", "padding"], &["window_shape"]),
         "gelu" => (&["approximate"], &[]),
         "leaky_relu" => (&["negative_slope"], &[]),

@@ -81,6 +81,19 @@ pub struct ScaleNormCase {
     pub grad_bias: Option<Arr>,
 }
 
+/// SelfAttention cases: every projection's weight `(out, in)` and bias, and
+/// their gradients (keys `query_weight`, `grad_query_weight`, ...).
+#[derive(Deserialize)]
+pub struct AttnCase {
+    pub layer: String,
+    pub x: Arr,
+    pub r: Arr,
+    pub y: Arr,
+    pub grad_x: Arr,
+    #[serde(flatten)]
+    pub projections: std::collections::BTreeMap<String, Arr>,
+}
+
 #[derive(Deserialize)]
 pub struct Fixture {
     pub batch_norm: Vec<BnCase>,
@@ -88,6 +101,7 @@ pub struct Fixture {
     pub activations: Vec<ActCase>,
     pub rms_norm: Vec<ScaleNormCase>,
     pub group_norm: Vec<ScaleNormCase>,
+    pub self_attention: Vec<AttnCase>,
 }
 
 pub fn fixture() -> Fixture {
@@ -203,6 +217,26 @@ pub struct Gn2;
 impl Gn2 {
     fn forward(x: Input<6, 3, 3>) {
         GroupNorm(group_size = 3, epsilon = 1e-3)(x)
+    }
+}
+
+/// Flax's `SelfAttention(num_heads=2, qkv_features=8, out_features=6)`.
+pub struct Attn1;
+
+#[compact]
+impl Attn1 {
+    fn forward(x: Input<5, 4>) {
+        SelfAttention(num_heads = 2, qkv_features = 8, out_features = 6)(x)
+    }
+}
+
+/// Flax's `SelfAttention(num_heads=3)` (qkv and out features: the input's).
+pub struct Attn2;
+
+#[compact]
+impl Attn2 {
+    fn forward(x: Input<4, 6>) {
+        SelfAttention(3)(x)
     }
 }
 
@@ -369,6 +403,63 @@ macro_rules! scale_norm_case {
     }};
 }
 
+/// One SelfAttention case through a model whose only field is
+/// `self_attention_0`: values with and without a tape, gradients w.r.t. the
+/// input and every projection's weight and bias.
+macro_rules! attention_case {
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty, $y:ty) => {{
+        use $crate::norm_act::{assert_flax, cast, tensor};
+        let dev = $dev;
+        let case: &$crate::norm_act::AttnCase = $case;
+        let p = |k: &str| {
+            case.projections
+                .get(k)
+                .unwrap_or_else(|| panic!("{}: no `{k}`", case.layer))
+        };
+        let mut m = dev.build_module::<$model, $e>();
+        let a = &mut m.self_attention_0;
+        a.query.weight.copy_from(&cast::<$e>(p("query_weight")));
+        a.query.bias.copy_from(&cast::<$e>(p("query_bias")));
+        a.key.weight.copy_from(&cast::<$e>(p("key_weight")));
+        a.key.bias.copy_from(&cast::<$e>(p("key_bias")));
+        a.value.weight.copy_from(&cast::<$e>(p("value_weight")));
+        a.value.bias.copy_from(&cast::<$e>(p("value_bias")));
+        a.out.weight.copy_from(&cast::<$e>(p("out_weight")));
+        a.out.bias.copy_from(&cast::<$e>(p("out_bias")));
+        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
+        let r: Tensor<$y, $e, _> = tensor(dev, &case.r);
+        let what = |s: &str| format!("{} {} {s}", case.layer, stringify!($e));
+        assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
+        let y = m.forward(x.leaky_trace());
+        assert_flax(&what("y"), &y.as_vec(), &case.y);
+        let g = (y * r).sum().backward();
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
+        let a = &m.self_attention_0;
+        for (n, d) in [("query", &a.query), ("key", &a.key), ("value", &a.value)] {
+            assert_flax(
+                &what(n),
+                &g.get(&d.weight).as_vec(),
+                p(&format!("grad_{n}_weight")),
+            );
+            assert_flax(
+                &what(n),
+                &g.get(&d.bias).as_vec(),
+                p(&format!("grad_{n}_bias")),
+            );
+        }
+        assert_flax(
+            &what("out"),
+            &g.get(&a.out.weight).as_vec(),
+            p("grad_out_weight"),
+        );
+        assert_flax(
+            &what("out"),
+            &g.get(&a.out.bias).as_vec(),
+            p("grad_out_bias"),
+        );
+    }};
+}
+
 /// One activation case (input shape `$x`, batch axis first): values with
 /// and without a tape, and the gradient.
 macro_rules! activation_case {
@@ -427,6 +518,11 @@ macro_rules! all_cases {
         };
         scale_norm_case!($dev, Gn1, $e, gn1, Rank4<2, 8, 3, 4>, group_norm_0, bias);
         scale_norm_case!($dev, Gn2, $e, gn2, Rank4<2, 6, 3, 3>, group_norm_0, bias);
+        let [at1, at2] = &f.self_attention[..] else {
+            panic!("a new SelfAttention case needs a line here")
+        };
+        attention_case!($dev, Attn1, $e, at1, Rank3<2, 5, 4>, Rank3<2, 5, 6>);
+        attention_case!($dev, Attn2, $e, at2, Rank3<3, 4, 6>, Rank3<3, 4, 6>);
         let mut checked = 0;
         each_activation! {
             ($dev, $e, case, checked)
@@ -458,5 +554,6 @@ macro_rules! all_cases {
 }
 
 pub(crate) use {
-    activation_case, all_cases, batch_norm_case, each_activation, layer_norm_case, scale_norm_case,
+    activation_case, all_cases, attention_case, batch_norm_case, each_activation, layer_norm_case,
+    scale_norm_case,
 };

@@ -1,6 +1,6 @@
 """Writes tests/fixtures/flax_norm_act.json: Flax linen BatchNorm (training
-and inference), LayerNorm, RMSNorm, GroupNorm and the activations that
-`#[compact]` offers,
+and inference), LayerNorm, RMSNorm, GroupNorm, SelfAttention and the
+activations that `#[compact]` offers,
 forward values and gradients, in float64, for tests/layers_norm_act.rs.
 
     pip install jax flax   # jax 0.10.2, flax 0.12.8 made the committed file
@@ -140,6 +140,63 @@ def scale_bias_norm_case(layer, label, x_shape, channels, with_bias=True):
     return case
 
 
+def self_attention_case(x_shape, num_heads, qkv_features, out_features):
+    """nn.SelfAttention: y and the gradients. Kernels are stored as flaxen's
+    (out, in) weights: Flax's (in, heads, head_dim) kernels flattened to
+    (in, qkv) and transposed; `out`'s (heads, head_dim, out) to (qkv, out)."""
+    b, s_, f = x_shape
+    x = normal(*x_shape)
+    r = normal(b, s_, out_features)
+    layer = nn.SelfAttention(
+        num_heads=num_heads, qkv_features=qkv_features, out_features=out_features
+    )
+    dh = qkv_features // num_heads
+
+    def proj(fan_in, fan_out):
+        return {
+            "kernel": jnp.asarray(normal(fan_in, fan_out, scale=fan_in**-0.5)),
+            "bias": jnp.asarray(normal(fan_out, scale=0.1)),
+        }
+
+    flat = {n: proj(f, qkv_features) for n in ("query", "key", "value")}
+    flat["out"] = proj(qkv_features, out_features)
+    params = {
+        n: {
+            "kernel": p["kernel"].reshape(f, num_heads, dh),
+            "bias": p["bias"].reshape(num_heads, dh),
+        }
+        for n, p in flat.items()
+        if n != "out"
+    }
+    params["out"] = {
+        "kernel": flat["out"]["kernel"].reshape(num_heads, dh, out_features),
+        "bias": flat["out"]["bias"],
+    }
+
+    def loss(x, p):
+        y = layer.apply({"params": p}, x, deterministic=True)
+        return jnp.sum(y * r), y
+
+    (_, y), (gx, gp) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+        jnp.asarray(x), params
+    )
+    case = {
+        "layer": f"SelfAttention(num_heads={num_heads}, qkv_features={qkv_features}, "
+        f"out_features={out_features})",
+        "x": arr(x),
+        "r": arr(r),
+        "y": arr(y),
+        "grad_x": arr(gx),
+    }
+    for n in ("query", "key", "value", "out"):
+        fan_in = f if n != "out" else qkv_features
+        case[f"{n}_weight"] = arr(jnp.transpose(flat[n]["kernel"]))
+        case[f"{n}_bias"] = arr(flat[n]["bias"])
+        case[f"grad_{n}_weight"] = arr(jnp.transpose(gp[n]["kernel"].reshape(fan_in, -1)))
+        case[f"grad_{n}_bias"] = arr(gp[n]["bias"].reshape(-1))
+    return case
+
+
 # name: (function, input shape with the batch axis first, input scale)
 ACTIVATIONS = {
     "relu": (nn.relu, (4, 9), 2.5),
@@ -199,6 +256,10 @@ out = {
         scale_bias_norm_case(
             nn.RMSNorm(epsilon=1e-2), "RMSNorm(epsilon=0.01)", (3, 4, 7), 7, with_bias=False
         ),
+    ],
+    "self_attention": [
+        self_attention_case((2, 5, 4), num_heads=2, qkv_features=8, out_features=6),
+        self_attention_case((3, 4, 6), num_heads=3, qkv_features=6, out_features=6),
     ],
     "group_norm": [
         scale_bias_norm_case(nn.GroupNorm(num_groups=4), "GroupNorm(num_groups=4)", (2, 8, 3, 4), 8),

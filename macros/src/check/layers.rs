@@ -181,6 +181,7 @@ impl Checker {
                 }
                 v
             }
+            "SelfAttention" => self.self_attention(&bound, i, input, tokens),
             "Dropout" => {
                 let rate = bound
                     .get("rate")
@@ -331,6 +332,89 @@ impl Checker {
             }
         };
         self.field(name, ty, params, init, i, s, format!("`{kind}`"))
+    }
+
+    /// Flax's `SelfAttention(num_heads, qkv_features = F, out_features = F)`
+    /// on `[seq, F]`: `[seq, out_features]`.
+    fn self_attention(
+        &mut self,
+        bound: &std::collections::BTreeMap<&'static str, &syn::Expr>,
+        i: usize,
+        input: &Expr,
+        tokens: &TokenStream,
+    ) -> Val {
+        let s = self.shape(i).to_vec();
+        let mut size = |key: &str| {
+            bound
+                .get(key)
+                .map(|e| self.errs.take(vocab::positive(e, &format!("`{key}`"))))
+        };
+        let (heads, qkv, out) = (
+            size("num_heads"),
+            size("qkv_features"),
+            size("out_features"),
+        );
+        if s.len() != 2 {
+            self.errs.push(Error::new_spanned(
+                tokens,
+                format!(
+                    "`SelfAttention` needs a [seq, features] input, but {} has shape {} here",
+                    input.describe(),
+                    show(&s)
+                ),
+            ));
+            return Val::Poison;
+        }
+        let name = self.field_name("self_attention", bound, tokens);
+        let (Some(Some(h)), Some(name)) = (heads, name) else {
+            return Val::Poison;
+        };
+        let f = s[1].clone();
+        let pick = |v: Option<Option<usize>>| match v {
+            None => Some(f.clone()),
+            Some(n) => n.map(Dim::Known),
+        };
+        let (Some(qkv), Some(out)) = (pick(qkv), pick(out)) else {
+            return Val::Poison;
+        };
+        if let Some(q) = qkv.known() {
+            if q % h != 0 {
+                self.errs.push(Error::new_spanned(
+                    tokens,
+                    format!("`SelfAttention` splits its {q} qkv features into {h} heads, which needs {q} divisible by {h}"),
+                ));
+                return Val::Poison;
+            }
+        }
+        let params = match (f.known(), qkv.known(), out.known()) {
+            (Some(f), Some(q), Some(o)) => {
+                let proj = shape::params(&[f, q]).saturating_add(q);
+                Dim::Known(
+                    proj.saturating_mul(3)
+                        .saturating_add(shape::params(&[q, o]))
+                        .saturating_add(o),
+                )
+            }
+            _ => {
+                let (fe, qe, oe) = (f.expr(), qkv.expr(), out.expr());
+                Dim::Sym(
+                    quote!(3 * (#fe * #qe + #qe) + #qe * #oe + #oe),
+                    format!("3*({f}*{qkv}+{qkv})+{qkv}*{out}+{out}"),
+                )
+            }
+        };
+        let (l, fg, qg, og) = (layers(), f.generic(), qkv.generic(), out.generic());
+        let ty = quote!(#l::SelfAttention<#fg, #qg, #h, #og, E, D>);
+        let out_shape = vec![s[0].clone(), out.clone()];
+        self.field(
+            name,
+            ty,
+            params,
+            Vec::new(),
+            i,
+            out_shape,
+            format!("`SelfAttention({h} heads, {qkv} qkv features)`"),
+        )
     }
 
     /// `GroupNorm`'s number of groups: `num_groups` (Flax's default 32) or

@@ -34,6 +34,7 @@
 //! let y: Tensor<Rank2<4, 288>, f32, _> = model.forward(x);
 //! ```
 
+mod attention;
 pub mod composite;
 mod conv;
 mod cpu;
@@ -44,6 +45,7 @@ mod norm;
 mod pool;
 mod relu;
 
+pub use attention::SelfAttention;
 pub use conv::{Conv2D, NoInputGrad};
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
@@ -54,6 +56,7 @@ pub use relu::Relu;
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
+    pub use super::attention::builder::SelfAttention;
     pub use super::conv::builder::Conv2D;
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
