@@ -140,108 +140,10 @@ pub fn tensor<S: ConstShape, E: Dtype, D: TensorFromVec<E>>(dev: &D, a: &Arr) ->
 
 // ------------------------------------------------------------ the models
 
-/// Flax's `BatchNorm(momentum=0.9)` on features (epsilon: the default).
-pub struct Bn1;
-
-#[compact]
-impl Bn1 {
-    fn forward(x: Input<5>) {
-        BatchNorm(momentum = 0.9)(x)
-    }
-}
-
-/// Flax's `BatchNorm(epsilon=1e-3)` on images (momentum: the default).
-pub struct Bn2;
-
-#[compact]
-impl Bn2 {
-    fn forward(x: Input<4, 5, 6>) {
-        BatchNorm(epsilon = 1e-3)(x)
-    }
-}
-
-/// Flax's `LayerNorm()` on features.
-pub struct Ln1;
-
-#[compact]
-impl Ln1 {
-    fn forward(x: Input<7>) {
-        LayerNorm()(x)
-    }
-}
-
-/// Flax's `LayerNorm(epsilon=1e-2)` on `[seq, features]`.
-pub struct Ln2;
-
-#[compact]
-impl Ln2 {
-    fn forward(x: Input<4, 7>) {
-        LayerNorm(epsilon = 1e-2)(x)
-    }
-}
-
-/// Flax's `RMSNorm()` on features.
-pub struct Rms1;
-
-#[compact]
-impl Rms1 {
-    fn forward(x: Input<7>) {
-        RMSNorm()(x)
-    }
-}
-
-/// Flax's `RMSNorm(epsilon=1e-2)` on `[seq, features]`.
-pub struct Rms2;
-
-#[compact]
-impl Rms2 {
-    fn forward(x: Input<4, 7>) {
-        RMSNorm(epsilon = 1e-2)(x)
-    }
-}
-
-/// Flax's `GroupNorm(num_groups=4)` on images.
-pub struct Gn1;
-
-#[compact]
-impl Gn1 {
-    fn forward(x: Input<8, 3, 4>) {
-        GroupNorm(num_groups = 4)(x)
-    }
-}
-
-/// Flax's `GroupNorm(group_size=3, epsilon=1e-3)` on images.
-pub struct Gn2;
-
-#[compact]
-impl Gn2 {
-    fn forward(x: Input<6, 3, 3>) {
-        GroupNorm(group_size = 3, epsilon = 1e-3)(x)
-    }
-}
-
-/// Flax's `SelfAttention(num_heads=2, qkv_features=8, out_features=6)`.
-pub struct Attn1;
-
-#[compact]
-impl Attn1 {
-    fn forward(x: Input<5, 4>) {
-        SelfAttention(num_heads = 2, qkv_features = 8, out_features = 6)(x)
-    }
-}
-
-/// Flax's `SelfAttention(num_heads=3)` (qkv and out features: the input's).
-pub struct Attn2;
-
-#[compact]
-impl Attn2 {
-    fn forward(x: Input<4, 6>) {
-        SelfAttention(3)(x)
-    }
-}
-
-macro_rules! activation_models {
-    ($($model:ident [$($dim:literal),*] { $($body:tt)* })*) => {$(
+/// One `#[compact]` model per line: `Name [input dims] { body }`.
+macro_rules! models {
+    ($($(#[$doc:meta])* $model:ident [$($dim:literal),*] { $($body:tt)* })*) => {$(
+        $(#[$doc])*
         #[doc = concat!("`", stringify!($($body)*), "` alone.")]
         pub struct $model;
 
@@ -254,7 +156,20 @@ macro_rules! activation_models {
     )*};
 }
 
-activation_models! {
+models! {
+    /// Flax's `BatchNorm(momentum=0.9)` on features (epsilon: the default).
+    Bn1 [5] { BatchNorm(momentum = 0.9)(x) }
+    /// Flax's `BatchNorm(epsilon=1e-3)` on images (momentum: the default).
+    Bn2 [4, 5, 6] { BatchNorm(epsilon = 1e-3)(x) }
+    Ln1 [7] { LayerNorm()(x) }
+    Ln2 [4, 7] { LayerNorm(epsilon = 1e-2)(x) }
+    Rms1 [7] { RMSNorm()(x) }
+    Rms2 [4, 7] { RMSNorm(epsilon = 1e-2)(x) }
+    Gn1 [8, 3, 4] { GroupNorm(num_groups = 4)(x) }
+    Gn2 [6, 3, 3] { GroupNorm(group_size = 3, epsilon = 1e-3)(x) }
+    Attn1 [5, 4] { SelfAttention(num_heads = 2, qkv_features = 8, out_features = 6)(x) }
+    /// qkv and out features: the input's.
+    Attn2 [4, 6] { SelfAttention(3)(x) }
     ReluOp [9] { relu(x) }
     GeluOp [9] { gelu(x) }
     GeluExactOp [9] { gelu(x, approximate = false) }
