@@ -258,3 +258,88 @@ fn every_dense_has_flax_init() {
     let x: Tensor<Rank3<2, 4, 512>, f32, _> = dev.sample_normal();
     let _: Tensor<Rank2<2, 8>, f32, _> = m.forward(x);
 }
+
+/// Attention, norms, activations, a concatenation and a reduction.
+pub struct Mixed;
+
+#[compact]
+impl Mixed {
+    fn forward(x: Input<4, 8>) {
+        let h = x + SelfAttention(2)(LayerNorm()(x));
+        let h = concatenate((h, silu(h)), axis = -1);
+        let h = RMSNorm()(elu(Dense(8)(h)));
+        Dense(3)(mean(h, axis = -2))
+    }
+}
+
+/// GroupNorm, BatchNorm and a hard activation on images.
+pub struct MixedImage;
+
+#[compact]
+impl MixedImage {
+    fn forward(x: Input<4, 6, 6>) {
+        let h = GroupNorm(num_groups = 2)(Conv(4, (3, 3))(x));
+        let h = BatchNorm()(hard_silu(h));
+        Dense(2)(mean(h, axis = (-2, -1)))
+    }
+}
+
+/// The newer layers in `f16` and `AMP<f16>`: the same parameters converted
+/// from f32 give the f32 outputs within half precision (2e-2 relative).
+#[cfg(feature = "f16")]
+#[test]
+fn half_precision_of_the_newer_layers() {
+    use flaxen::dfdx::dtypes::{f16, AMP};
+    use flaxen::dfdx::nn::ToDtype;
+    fn close<E: Dtype>(what: &str, got: Vec<E>, want: &[f32]) {
+        for (g, w) in got.iter().zip(want) {
+            let g = g.to_f32().unwrap();
+            assert!(
+                (g - w).abs() <= 2e-2 * w.abs().max(1.0),
+                "{what}: {g} vs {w}"
+            );
+        }
+    }
+    let dev = Cpu::seed_from_u64(6);
+    let m = dev.build_module::<Mixed, f32>();
+    let x: Tensor<Rank3<2, 4, 8>, f32, _> = dev.sample_normal();
+    let want = m.forward(x.clone()).as_vec();
+    close(
+        "f16",
+        m.to_dtype::<f16>()
+            .forward(x.clone().to_dtype::<f16>())
+            .as_vec(),
+        &want,
+    );
+    let amp = m.to_dtype::<AMP<f16>>();
+    close(
+        "AMP<f16>",
+        amp.forward(x.clone().to_dtype::<AMP<f16>>()).as_vec(),
+        &want,
+    );
+    let g = amp
+        .forward(x.clone().to_dtype::<AMP<f16>>().leaky_trace())
+        .square()
+        .mean()
+        .backward();
+    let gq = g.get(&amp.self_attention_0.query.weight).as_vec();
+    assert!(gq.iter().all(|v| v.0.is_finite()) && gq.iter().any(|v| v.0 != f16::ZERO));
+
+    let mut m = dev.build_module::<MixedImage, f32>();
+    let x: Tensor<Rank4<3, 4, 6, 6>, f32, _> = dev.sample_normal();
+    let want = m.forward(x.clone()).as_vec();
+    let mut amp = m.to_dtype::<AMP<f16>>();
+    close(
+        "image AMP<f16>",
+        amp.forward(x.clone().to_dtype::<AMP<f16>>()).as_vec(),
+        &want,
+    );
+    // Training mode updates the running statistics in both precisions alike.
+    let _ = m.forward_mut(x.leaky_trace());
+    let _ = amp.forward_mut(x.clone().to_dtype::<AMP<f16>>().leaky_trace());
+    close(
+        "running_var",
+        amp.batch_norm_0.running_var.as_vec(),
+        &m.batch_norm_0.running_var.as_vec(),
+    );
+}
