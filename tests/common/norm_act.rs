@@ -46,19 +46,6 @@ pub struct BnCase {
 }
 
 #[derive(Deserialize)]
-pub struct LnCase {
-    pub layer: String,
-    pub x: Arr,
-    pub r: Arr,
-    pub scale: Arr,
-    pub bias: Arr,
-    pub y: Arr,
-    pub grad_x: Arr,
-    pub grad_scale: Arr,
-    pub grad_bias: Arr,
-}
-
-#[derive(Deserialize)]
 pub struct ActCase {
     pub op: String,
     pub x: Arr,
@@ -67,7 +54,7 @@ pub struct ActCase {
     pub grad_x: Arr,
 }
 
-/// RMSNorm (no bias) and GroupNorm cases.
+/// LayerNorm, RMSNorm (no bias) and GroupNorm cases.
 #[derive(Deserialize)]
 pub struct ScaleNormCase {
     pub layer: String,
@@ -97,7 +84,7 @@ pub struct AttnCase {
 #[derive(Deserialize)]
 pub struct Fixture {
     pub batch_norm: Vec<BnCase>,
-    pub layer_norm: Vec<LnCase>,
+    pub layer_norm: Vec<ScaleNormCase>,
     pub activations: Vec<ActCase>,
     pub rms_norm: Vec<ScaleNormCase>,
     pub group_norm: Vec<ScaleNormCase>,
@@ -256,48 +243,18 @@ macro_rules! batch_norm_case {
     }};
 }
 
-/// One LayerNorm case through a model whose only field is `layer_norm_0`
-/// (dfdx's `LayerNorm1D`: `gamma` is Flax's `scale`, `beta` its `bias`).
-macro_rules! layer_norm_case {
-    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty) => {{
-        use $crate::norm_act::{assert_flax, cast, tensor};
-        let dev = $dev;
-        let case: &$crate::norm_act::LnCase = $case;
-        let mut m = dev.build_module::<$model, $e>();
-        m.layer_norm_0.gamma.copy_from(&cast::<$e>(&case.scale));
-        m.layer_norm_0.beta.copy_from(&cast::<$e>(&case.bias));
-        let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
-        let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
-        let what = |s: &str| format!("{} {} {s}", case.layer, stringify!($e));
-        assert_flax(&what("y, no tape"), &m.forward(x.clone()).as_vec(), &case.y);
-        let y = m.forward(x.leaky_trace());
-        assert_flax(&what("y"), &y.as_vec(), &case.y);
-        let g = (y * r).sum().backward();
-        let ln = &m.layer_norm_0;
-        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
-        assert_flax(
-            &what("grad scale"),
-            &g.get(&ln.gamma).as_vec(),
-            &case.grad_scale,
-        );
-        assert_flax(
-            &what("grad bias"),
-            &g.get(&ln.beta).as_vec(),
-            &case.grad_bias,
-        );
-    }};
-}
-
-/// One RMSNorm or GroupNorm case through a model whose only field is
-/// `$field`: values with and without a tape, gradients w.r.t. the input,
-/// `scale` and, with `bias` at the end, `bias`.
+/// One LayerNorm, RMSNorm or GroupNorm case through a model whose only
+/// field is `$field`, written `$field: scale` or `$field: scale, bias` with
+/// the layer's names of Flax's `scale` and `bias` (dfdx's `LayerNorm1D`
+/// calls them `gamma` and `beta`): values with and without a tape,
+/// gradients w.r.t. the input, the scale and the bias.
 macro_rules! scale_norm_case {
-    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty, $field:ident $(, $bias:ident)?) => {{
+    ($dev:expr, $model:ty, $e:ty, $case:expr, $x:ty, $field:ident: $scale:ident $(, $bias:ident)?) => {{
         use $crate::norm_act::{assert_flax, cast, tensor};
         let dev = $dev;
         let case: &$crate::norm_act::ScaleNormCase = $case;
         let mut m = dev.build_module::<$model, $e>();
-        m.$field.scale.copy_from(&cast::<$e>(&case.scale));
+        m.$field.$scale.copy_from(&cast::<$e>(&case.scale));
         $(m.$field.$bias.copy_from(&cast::<$e>(case.bias.as_ref().expect("bias")));)?
         let x: Tensor<$x, $e, _> = tensor(dev, &case.x);
         let r: Tensor<$x, $e, _> = tensor(dev, &case.r);
@@ -307,7 +264,7 @@ macro_rules! scale_norm_case {
         assert_flax(&what("y"), &y.as_vec(), &case.y);
         let g = (y * r).sum().backward();
         assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_x);
-        assert_flax(&what("grad scale"), &g.get(&m.$field.scale).as_vec(), &case.grad_scale);
+        assert_flax(&what("grad scale"), &g.get(&m.$field.$scale).as_vec(), &case.grad_scale);
         $(assert_flax(
             &what("grad bias"),
             &g.get(&m.$field.$bias).as_vec(),
@@ -415,8 +372,8 @@ macro_rules! all_cases {
         let [ln1, ln2] = &f.layer_norm[..] else {
             panic!("a new LayerNorm case needs a line here")
         };
-        layer_norm_case!($dev, Ln1, $e, ln1, Rank2<4, 7>);
-        layer_norm_case!($dev, Ln2, $e, ln2, Rank3<3, 4, 7>);
+        scale_norm_case!($dev, Ln1, $e, ln1, Rank2<4, 7>, layer_norm_0: gamma, beta);
+        scale_norm_case!($dev, Ln2, $e, ln2, Rank3<3, 4, 7>, layer_norm_0: gamma, beta);
         let case = |op: &str| {
             f.activations
                 .iter()
@@ -426,13 +383,13 @@ macro_rules! all_cases {
         let [rms1, rms2] = &f.rms_norm[..] else {
             panic!("a new RMSNorm case needs a line here")
         };
-        scale_norm_case!($dev, Rms1, $e, rms1, Rank2<4, 7>, rms_norm_0);
-        scale_norm_case!($dev, Rms2, $e, rms2, Rank3<3, 4, 7>, rms_norm_0);
+        scale_norm_case!($dev, Rms1, $e, rms1, Rank2<4, 7>, rms_norm_0: scale);
+        scale_norm_case!($dev, Rms2, $e, rms2, Rank3<3, 4, 7>, rms_norm_0: scale);
         let [gn1, gn2] = &f.group_norm[..] else {
             panic!("a new GroupNorm case needs a line here")
         };
-        scale_norm_case!($dev, Gn1, $e, gn1, Rank4<2, 8, 3, 4>, group_norm_0, bias);
-        scale_norm_case!($dev, Gn2, $e, gn2, Rank4<2, 6, 3, 3>, group_norm_0, bias);
+        scale_norm_case!($dev, Gn1, $e, gn1, Rank4<2, 8, 3, 4>, group_norm_0: scale, bias);
+        scale_norm_case!($dev, Gn2, $e, gn2, Rank4<2, 6, 3, 3>, group_norm_0: scale, bias);
         let [at1, at2] = &f.self_attention[..] else {
             panic!("a new SelfAttention case needs a line here")
         };
@@ -469,6 +426,5 @@ macro_rules! all_cases {
 }
 
 pub(crate) use {
-    activation_case, all_cases, attention_case, batch_norm_case, each_activation, layer_norm_case,
-    scale_norm_case,
+    activation_case, all_cases, attention_case, batch_norm_case, each_activation, scale_norm_case,
 };
