@@ -247,6 +247,5 @@ pub mod __private {
     pub use ::core;
     pub use flaxen_macros::__compact_resume as compact_resume;
     pub use flaxen_runtime;
-    pub use flaxen_runtime::compact::{scalar, try_silu, Compact, ParamDtype};
     pub use flaxen_runtime::dfdx;
 }

@@ -1,7 +1,8 @@
 //! Support for the code that `#[compact]` generates.
 //!
 //! Users rarely name anything here directly: the macro implements [`Compact`]
-//! for every model type and calls the functional ops below. The items are
+//! for every model type and converts number literals with [`scalar`] (the
+//! activations it calls are in [`crate::activations`]). The items are
 //! public (and documented) because generated code in the user's crate must
 //! reach them, and because [`Compact`] describes a model to generic code.
 
@@ -63,11 +64,6 @@ pub trait Compact {
 pub trait ParamDtype: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform {}
 
 impl<E: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform> ParamDtype for E {}
-
-// The activations the generated code calls, where dfdx lacks them or gets
-// them wrong, live in their own module; these names stay for generated code
-// of older versions and for users who found them here.
-pub use crate::activations::{try_gelu_exact, try_silu};
 
 /// A float literal of the model source as the model's dtype (`x * 0.5`).
 ///
