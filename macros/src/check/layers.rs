@@ -431,8 +431,11 @@ impl Checker {
                 .get(key)
                 .map(|e| (*e, self.errs.take(vocab::positive(e, &format!("`{key}`")))))
         };
-        let (groups, size) = (take("num_groups"), take("group_size"));
-        let (groups, size) = match (groups, size) {
+        enum Split {
+            Groups(usize),
+            Size(usize),
+        }
+        let split = match (take("num_groups"), take("group_size")) {
             (Some((e, _)), Some(_)) => {
                 self.errs.push(Error::new_spanned(
                     e,
@@ -440,33 +443,28 @@ impl Checker {
                 ));
                 return None;
             }
-            (Some((_, g)), None) => (Some(g?), None),
-            (None, Some((_, n))) => (None, Some(n?)),
-            (None, None) => (Some(32), None),
+            (Some((_, g)), None) => Split::Groups(g?),
+            (None, Some((_, n))) => Split::Size(n?),
+            (None, None) => Split::Groups(32),
         };
         let Some(c) = channels.known() else {
             // Channels from a nested model's consts: the layer's own
             // `const` assertion checks the division.
             let ce = channels.expr();
-            return Some(match (groups, size) {
-                (Some(g), _) => quote!(#g),
-                (_, n) => quote!({ #ce / #n }),
+            return Some(match split {
+                Split::Groups(g) => quote!(#g),
+                Split::Size(n) => quote!({ #ce / #n }),
             });
         };
         let defaulted = !bound.contains_key("num_groups") && !bound.contains_key("group_size");
-        let (g, rule) = match (groups, size) {
-            (Some(g), _) if defaulted => (g, format!("Flax's default `num_groups = {g}`")),
-            (Some(g), _) => (g, format!("`num_groups = {g}`")),
-            (_, n) => (
-                c / n.unwrap_or(1).max(1),
-                format!("`group_size = {}`", n.unwrap_or(1)),
-            ),
+        let (g, per_group, rule) = match split {
+            Split::Groups(g) if defaulted => {
+                (g, c / g, format!("Flax's default `num_groups = {g}`"))
+            }
+            Split::Groups(g) => (g, c / g, format!("`num_groups = {g}`")),
+            Split::Size(n) => (c / n, n, format!("`group_size = {n}`")),
         };
-        let divides = match size {
-            Some(n) => c % n == 0,
-            None => c % g == 0,
-        };
-        if !divides || g == 0 {
+        if g == 0 || g * per_group != c {
             self.errs.push(Error::new_spanned(
                 tokens,
                 format!(
