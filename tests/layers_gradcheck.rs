@@ -1,5 +1,5 @@
 //! Finite-difference checks (f64, central differences) of the gradients of
-//! flaxen's conv and pooling layers on rectangular kernels, stride 2 and
+//! flaxen's conv (with and without bias) and pooling layers on rectangular kernels, stride 2 and
 //! explicit, asymmetric padding, of BatchNorm in training mode, and of
 //! GroupNorm and RMSNorm. `loss = sum(layer(x) * r)` for a random `r`;
 //! tolerance `|analytic - numeric| <= 1e-6 * max(|numeric|, 1)`.
@@ -77,6 +77,35 @@ fn conv_gradients_match_finite_differences() {
         "b",
         &grads.get(&conv.bias).as_vec(),
         &numeric_grad(|v| loss(&xs, &ws, v), &bs),
+    );
+}
+
+/// `Conv(use_bias=False)` on the same geometry: the input and weight
+/// gradients of the bias-free kernel path.
+#[test]
+fn unbiased_conv_gradients_match_finite_differences() {
+    type Unbiased = builder::UnbiasedConv2D<2, 3, 3, 2, 2, 2, 1, 0, 2, 1, 7, 6, OH, OW>;
+    let dev = Cpu::seed_from_u64(4);
+    let conv = dev.build_module::<Unbiased, f64>();
+    let x: Tensor<X, f64, _> = dev.sample_normal();
+    let r: Tensor<Y, f64, _> = dev.sample_normal();
+    let grads = (conv.forward(x.leaky_trace()) * r.clone()).sum().backward();
+    let loss = |x: &[f64], w: &[f64]| {
+        let mut m = conv.clone();
+        m.weight.copy_from(w);
+        let x: Tensor<X, f64, _> = dev.tensor_from_vec(x.to_vec(), Default::default());
+        (m.forward(x) * r.clone()).sum::<Rank0, _>().array()
+    };
+    let (xs, ws) = (x.as_vec(), conv.weight.as_vec());
+    assert_grad(
+        "x",
+        &grads.get(&x).as_vec(),
+        &numeric_grad(|v| loss(v, &ws), &xs),
+    );
+    assert_grad(
+        "w",
+        &grads.get(&conv.weight).as_vec(),
+        &numeric_grad(|v| loss(&xs, v), &ws),
     );
 }
 

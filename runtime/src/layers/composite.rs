@@ -105,6 +105,63 @@ where
     Y: Shape,
     T: Tape<E, D> + Merge<T>,
 {
+    conv2d(geom, x, weight, Some(bias), y_shape)
+}
+
+/// [`try_conv2d`] without bias (Flax's `Conv(use_bias=False)`), from dfdx
+/// ops; see
+/// [`FlaxenDevice::try_conv2d_unbiased`](super::FlaxenDevice::try_conv2d_unbiased).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{composite, ConvGeometry, Window2D};
+///
+/// let dev: Cpu = Default::default();
+/// let geom = ConvGeometry {
+///     c: 1,
+///     o: 1,
+///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+/// };
+/// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
+/// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
+/// let y = composite::try_conv2d_unbiased(&geom, x, &w, Rank4::<1, 1, 1, 2>::default()).unwrap();
+/// assert_eq!(y.array(), [[[[6.0, 8.0]]]]);
+/// ```
+pub fn try_conv2d_unbiased<E, D, X, K, Y, T>(
+    geom: &ConvGeometry,
+    x: Tensor<X, E, D, T>,
+    weight: &Tensor<K, E, D>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    K: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
+    conv2d::<_, _, _, _, Rank1<0>, _, _>(geom, x, weight, None, y_shape)
+}
+
+/// The convolution of [`try_conv2d`] and [`try_conv2d_unbiased`]: one body,
+/// with the bias added when there is one.
+fn conv2d<E, D, X, K, Bs, Y, T>(
+    geom: &ConvGeometry,
+    x: Tensor<X, E, D, T>,
+    weight: &Tensor<K, E, D>,
+    bias: Option<&Tensor<Bs, E, D>>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    K: Shape,
+    Bs: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
     let win = &geom.win;
     let chw = geom.c * win.in_plane();
     let (patch, positions) = (geom.patch(), win.out_plane());
@@ -124,11 +181,17 @@ where
         .try_reshape_like(&(geom.o, patch))?
         .try_permute::<_, Axes2<1, 0>>()?;
     let y = cols.try_matmul(w)?.try_permute::<_, Axes3<0, 2, 1>>()?;
-    let b = bias
-        .retaped::<T>()
-        .try_reshape_like(&(geom.o,))?
-        .try_broadcast_like::<_, Axes2<0, 2>>(&(batch, geom.o, positions))?;
-    y.try_add(b)?.try_reshape_like(&y_shape)
+    let y = match bias {
+        Some(bias) => {
+            let b = bias
+                .retaped::<T>()
+                .try_reshape_like(&(geom.o,))?
+                .try_broadcast_like::<_, Axes2<0, 2>>(&(batch, geom.o, positions))?;
+            y.try_add(b)?
+        }
+        None => y,
+    };
+    y.try_reshape_like(&y_shape)
 }
 
 /// Average or max pooling of every `h x w` plane of `x` (`channels` planes

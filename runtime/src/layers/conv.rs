@@ -44,6 +44,41 @@ pub mod builder {
         const OH: usize,
         const OW: usize,
     >;
+
+    /// Builds an [`UnbiasedConv2D`](super::UnbiasedConv2D) (Flax's
+    /// `Conv(use_bias=False)`) with `dev.build_module::<UnbiasedConv2D<..>, E>()`.
+    ///
+    /// The const generics are those of [`Conv2D`], and so is the check
+    /// ([`Conv2D::GEOMETRY`]).
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::builder::UnbiasedConv2D;
+    ///
+    /// // Flax `Conv(features=4, kernel_size=(1, 1), strides=(2, 2), use_bias=False)`
+    /// // on 3x8x8 inputs, a ResNet shortcut.
+    /// type Layer = UnbiasedConv2D<3, 4, 1, 1, 2, 2, 0, 0, 0, 0, 8, 8, 4, 4>;
+    /// let dev: Cpu = Default::default();
+    /// let conv = dev.build_module::<Layer, f32>();
+    /// let y: Tensor<Rank4<2, 4, 4, 4>, f32, _> = conv.forward(dev.zeros::<Rank4<2, 3, 8, 8>>());
+    /// ```
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    pub struct UnbiasedConv2D<
+        const C: usize,
+        const O: usize,
+        const KH: usize,
+        const KW: usize,
+        const SH: usize,
+        const SW: usize,
+        const PT: usize,
+        const PB: usize,
+        const PL: usize,
+        const PR: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    >;
 }
 
 impl<
@@ -129,6 +164,50 @@ pub struct Conv2D<
     pub bias: Tensor<Rank1<O>, E, D>,
 }
 
+/// A 2-D convolution without bias, Flax's `nn.Conv(use_bias=False)` (as
+/// before a BatchNorm), in NCHW layout: [`Conv2D`] less its `bias`.
+///
+/// Built by [`builder::UnbiasedConv2D`], with the same const generics. The
+/// only tensor is `weight` (OIHW, initialised with `lecun_normal` like
+/// [`Conv2D`]'s), so a checkpoint holds `<name>.weight` and no
+/// `<name>.bias`. The convolution runs on the same kernels as [`Conv2D`]'s,
+/// and accepts [`NoInputGrad`] inputs too.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{builder, NoInputGrad};
+///
+/// let dev: Cpu = Default::default();
+/// type L = builder::UnbiasedConv2D<1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 5, 5, 5, 5>;
+/// let conv = dev.build_module::<L, f32>();
+/// assert_eq!(conv.num_trainable_params(), 2 * 9);
+/// let x: Tensor<Rank4<3, 1, 5, 5>, f32, _> = dev.sample_normal();
+/// let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
+/// assert_eq!(grads.get(&conv.weight).shape(), &(Const::<2>, Const::<1>, Const::<3>, Const::<3>));
+/// ```
+#[derive(Debug, Clone)]
+pub struct UnbiasedConv2D<
+    const C: usize,
+    const O: usize,
+    const KH: usize,
+    const KW: usize,
+    const SH: usize,
+    const SW: usize,
+    const PT: usize,
+    const PB: usize,
+    const PL: usize,
+    const PR: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    E: Dtype,
+    D: Storage<E>,
+> {
+    /// The kernel, `(O, C, KH, KW)`.
+    pub weight: Tensor<Rank4<O, C, KH, KW>, E, D>,
+}
+
 /// Flax's `lecun_normal` (`variance_scaling(1, "fan_in", "truncated_normal")`):
 /// a standard normal truncated to `[-2, 2]`, scaled so that the result has
 /// variance `1 / fan_in`.
@@ -190,6 +269,30 @@ type ConvBuilder<
 > = builder::Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>;
 
 conv_generics! {
+> builder::UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
+    /// The checked geometry, [`Conv2D::GEOMETRY`](builder::Conv2D::GEOMETRY)
+    /// (the same rules; naming it fails to compile on inconsistent dimensions).
+    pub const GEOMETRY: ConvGeometry =
+        ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY;
+}
+}
+
+conv_generics! {
+    E: Dtype,
+    D: Device<E>,
+> BuildOnDevice<D, E> for builder::UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
+where
+    UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>: BuildModule<D, E>,
+{
+    type Built = UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
+    fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
+        let _ = const { Self::GEOMETRY };
+        Self::Built::try_build(device)
+    }
+}
+}
+
+conv_generics! {
     E: Dtype,
     D: Device<E>,
 > BuildOnDevice<D, E> for builder::Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
@@ -208,6 +311,12 @@ conv_generics! {
     E: Dtype,
     D: Storage<E>,
 > NonMutableModule for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
+}
+
+conv_generics! {
+    E: Dtype,
+    D: Storage<E>,
+> NonMutableModule for UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
 }
 
 conv_generics! {
@@ -244,24 +353,27 @@ conv_generics! {
 }
 
 conv_generics! {
-    B: Dim,
     E: Dtype,
-    D: FlaxenDevice<E>,
-    T: Tape<E, D>,
-> Module<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>
-    for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
-{
-    type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
-    type Error = D::Err;
+    D: Device<E>,
+> TensorCollection<E, D> for UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {
+    type To<E2: Dtype, D2: Device<E2>> =
+        UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E2, D2>;
 
-    fn try_forward(
-        &self,
-        x: Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>,
-    ) -> Result<Self::Output, D::Err> {
-        let geom = const { ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY };
-        let batch = x.shape().0;
-        let dev = x.device().clone();
-        dev.try_conv2d(&geom, x, &self.weight, &self.bias, (batch, Const, Const, Const))
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            Self::tensor(
+                "weight",
+                |s| &s.weight,
+                |s| &mut s.weight,
+                // Flax's `lecun_normal`, as `Conv2D`'s weight.
+                TensorOptions::reset_with(|t| {
+                    t.try_fill_with_distr(LecunNormal { fan_in: C * KH * KW })
+                }),
+            ),
+            |weight| UnbiasedConv2D { weight },
+        )
     }
 }
 }
@@ -269,9 +381,10 @@ conv_generics! {
 /// The network's input batch, marked so that the first layer does not
 /// compute its gradient (training never reads it): `model.forward(NoInputGrad(x))`.
 ///
-/// [`Conv2D`] accepts it (through
-/// [`FlaxenDevice::try_conv2d_no_input_grad`]) and so does any dfdx tuple of
-/// modules that starts with a `Conv2D`. The tape of `x` still carries the
+/// [`Conv2D`] and [`UnbiasedConv2D`] accept it (through
+/// [`FlaxenDevice::try_conv2d_no_input_grad`] and
+/// [`FlaxenDevice::try_conv2d_unbiased_no_input_grad`]) and so does any dfdx
+/// tuple of modules that starts with one. The tape of `x` still carries the
 /// parameters' gradients; only `x`'s own gradient is skipped, as if it went
 /// through `jax.lax.stop_gradient`. On the CPU this saves the first conv's
 /// input-gradient gemm and col2im, a quarter of W1's convolution work.
@@ -289,28 +402,71 @@ conv_generics! {
 #[derive(Debug, Clone)]
 pub struct NoInputGrad<T>(pub T);
 
-conv_generics! {
-    B: Dim,
-    E: Dtype,
-    D: FlaxenDevice<E>,
-    T: Tape<E, D>,
-> Module<NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>>
-    for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
-{
-    type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
-    type Error = D::Err;
+/// The two `Module` impls of a convolution layer, on an NCHW tensor and on
+/// [`NoInputGrad`] of one: `$plain` and `$no_input_grad` are the
+/// [`FlaxenDevice`] methods they call, with `self.$bias` after the weight
+/// when the layer has a bias. One body for both layers, so [`Conv2D`] and
+/// [`UnbiasedConv2D`] cannot drift apart.
+macro_rules! conv_modules {
+    ($layer:ident, $plain:ident, $no_input_grad:ident $(, $bias:ident)?) => {
+        conv_generics! {
+            B: Dim,
+            E: Dtype,
+            D: FlaxenDevice<E>,
+            T: Tape<E, D>,
+        > Module<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>
+            for $layer<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
+        {
+            type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
+            type Error = D::Err;
 
-    fn try_forward(
-        &self,
-        NoInputGrad(x): NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>,
-    ) -> Result<Self::Output, D::Err> {
-        let geom = const { ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY };
-        let batch = x.shape().0;
-        let dev = x.device().clone();
-        dev.try_conv2d_no_input_grad(&geom, x, &self.weight, &self.bias, (batch, Const, Const, Const))
-    }
+            fn try_forward(
+                &self,
+                x: Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>,
+            ) -> Result<Self::Output, D::Err> {
+                let geom = const {
+                    ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
+                };
+                let y_shape = (x.shape().0, Const, Const, Const);
+                let dev = x.device().clone();
+                dev.$plain(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
+            }
+        }
+        }
+
+        conv_generics! {
+            B: Dim,
+            E: Dtype,
+            D: FlaxenDevice<E>,
+            T: Tape<E, D>,
+        > Module<NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>>
+            for $layer<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
+        {
+            type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
+            type Error = D::Err;
+
+            fn try_forward(
+                &self,
+                NoInputGrad(x): NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>,
+            ) -> Result<Self::Output, D::Err> {
+                let geom = const {
+                    ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
+                };
+                let y_shape = (x.shape().0, Const, Const, Const);
+                let dev = x.device().clone();
+                dev.$no_input_grad(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
+            }
+        }
+        }
+    };
 }
-}
+
+conv_modules!(Conv2D, try_conv2d, try_conv2d_no_input_grad, bias);
+conv_modules!(
+    UnbiasedConv2D,
+    try_conv2d_unbiased,
+    try_conv2d_unbiased_no_input_grad
+);
 
 #[cfg(test)]
 mod tests {
@@ -336,5 +492,91 @@ mod tests {
         let bound = 2.0 / 0.879_625_661_034_239_8 / fan_in.sqrt();
         assert!(w.iter().all(|v| v.abs() <= bound + 1e-12));
         assert!(conv.bias.as_vec().iter().all(|&b| b == 0.0));
+    }
+
+    // 2 -> 3 channels, 3x2 kernel, strides (2, 1), padding (1, 0, 1, 1) on
+    // 5x4 inputs: OH = (5 + 1 - 3) / 2 + 1 = 2, OW = (4 + 2 - 2) / 1 + 1 = 5.
+    type Biased = builder::Conv2D<2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 5, 4, 2, 5>;
+    type Unbiased = builder::UnbiasedConv2D<2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 5, 4, 2, 5>;
+
+    fn assert_close(what: &str, a: &[f64], b: &[f64]) {
+        assert_eq!(a.len(), b.len(), "{what}: length");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                "{what}[{i}]: {x} vs {y}"
+            );
+        }
+    }
+
+    /// `UnbiasedConv2D` is `Conv2D` with a zero bias: values and the
+    /// gradients of `x` and `weight`, plain and through `NoInputGrad`, with
+    /// `Const` and `usize` batches, and on the composite (Cuda) path too.
+    #[test]
+    fn unbiased_matches_conv_with_zero_bias() {
+        let dev = Cpu::seed_from_u64(11);
+        let mut biased = dev.build_module::<Biased, f64>();
+        let unbiased = dev.build_module::<Unbiased, f64>();
+        biased.weight = unbiased.weight.clone();
+        let x: Tensor<Rank4<3, 2, 5, 4>, f64, _> = dev.sample_normal();
+        let r: Tensor<Rank4<3, 3, 2, 5>, f64, _> = dev.sample_normal();
+
+        let y0 = biased.forward(x.leaky_trace());
+        let (v0, g0) = (y0.as_vec(), (y0 * r.clone()).sum().backward());
+        let y1 = unbiased.forward(x.leaky_trace());
+        let (v1, g1) = (y1.as_vec(), (y1 * r.clone()).sum().backward());
+        assert_close("y", &v1, &v0);
+        assert_close("dx", &g1.get(&x).as_vec(), &g0.get(&x).as_vec());
+        let dw0 = g0.get(&biased.weight).as_vec();
+        assert_close("dw", &g1.get(&unbiased.weight).as_vec(), &dw0);
+
+        // NoInputGrad: the same weight gradient, and no input gradient.
+        let y2 = unbiased.forward(NoInputGrad(x.leaky_trace()));
+        let g2 = (y2 * r.clone()).sum().backward();
+        assert_close(
+            "dw, no input grad",
+            &g2.get(&unbiased.weight).as_vec(),
+            &dw0,
+        );
+        let dx = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g2.get(&x)));
+        assert!(dx.is_err(), "NoInputGrad recorded an input gradient");
+
+        // A `usize` batch without a tape.
+        let xd = x.clone().reshape_like(&(3usize, Const, Const, Const));
+        assert_close("y, usize batch", &unbiased.forward(xd).as_vec(), &v0);
+
+        // The composite path (what Cuda runs) on the same tensors.
+        let geom = Unbiased::GEOMETRY;
+        let y3 = crate::layers::composite::try_conv2d_unbiased(
+            &geom,
+            x.leaky_trace(),
+            &unbiased.weight,
+            Rank4::<3, 3, 2, 5>::default(),
+        )
+        .unwrap();
+        assert_close("y, composite", &y3.as_vec(), &v0);
+        let g3 = (y3 * r).sum().backward();
+        assert_close("dx, composite", &g3.get(&x).as_vec(), &g0.get(&x).as_vec());
+        assert_close("dw, composite", &g3.get(&unbiased.weight).as_vec(), &dw0);
+    }
+
+    /// Only `weight`, as Flax's `use_bias=False` kernel: the parameter count,
+    /// the tensor names a checkpoint sees, and `lecun_normal` statistics.
+    #[test]
+    fn unbiased_has_only_a_lecun_normal_weight() {
+        let dev = Cpu::seed_from_u64(5);
+        let conv = dev.build_module::<Unbiased, f64>();
+        assert_eq!(conv.num_trainable_params(), 3 * 2 * 3 * 2);
+        let biased = dev.build_module::<Biased, f64>();
+        assert_eq!(biased.num_trainable_params(), 3 * 2 * 3 * 2 + 3);
+        let params = crate::optim::Params::of(&conv).unwrap();
+        assert_eq!(params.info().names, ["weight"]);
+        assert_eq!(params.info().shapes, [vec![3, 2, 3, 2]]);
+
+        type L = builder::UnbiasedConv2D<8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4>;
+        let w = dev.build_module::<L, f64>().weight.as_vec();
+        let n = w.len() as f64;
+        let var = w.iter().map(|v| v * v).sum::<f64>() / n;
+        assert!((var * 72.0 - 1.0).abs() < 0.1, "var*fan_in {}", var * 72.0);
     }
 }

@@ -68,6 +68,51 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         self.try_conv2d(geom, x, weight, bias, y_shape)
     }
 
+    /// [`try_conv2d`](Self::try_conv2d) without bias, `y = conv2d(x, weight)`
+    /// (Flax's `Conv(use_bias=False)`); records the gradients of `x` and
+    /// `weight`. The default is the [`composite`](super::composite) path;
+    /// the CPU runs flaxen's kernel, the same one as with a bias.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::{ConvGeometry, FlaxenDevice, Window2D};
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let geom = ConvGeometry {
+    ///     c: 1,
+    ///     o: 1,
+    ///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+    /// };
+    /// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
+    /// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
+    /// let y = dev.try_conv2d_unbiased(&geom, x, &w, Rank4::<1, 1, 1, 2>::default()).unwrap();
+    /// assert_eq!(y.array(), [[[[6.0, 8.0]]]]);
+    /// ```
+    fn try_conv2d_unbiased<X: Shape, K: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &ConvGeometry,
+        x: Tensor<X, E, Self, T>,
+        weight: &Tensor<K, E, Self>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        super::composite::try_conv2d_unbiased(geom, x, weight, y_shape)
+    }
+
+    /// [`try_conv2d_unbiased`](Self::try_conv2d_unbiased) for an input whose
+    /// gradient nobody reads, as
+    /// [`try_conv2d_no_input_grad`](Self::try_conv2d_no_input_grad) is for
+    /// [`try_conv2d`](Self::try_conv2d): only `weight`'s gradient is recorded
+    /// where the device has a specialised kernel.
+    fn try_conv2d_unbiased_no_input_grad<X: Shape, K: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &ConvGeometry,
+        x: Tensor<X, E, Self, T>,
+        weight: &Tensor<K, E, Self>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        self.try_conv2d_unbiased(geom, x, weight, y_shape)
+    }
+
     /// `y = x weight^T + bias` for a `(batch, I)` input and an `(O, I)`
     /// weight (the [`Dense`](super::Dense) layer); records the backward pass
     /// on `x`'s tape. The default is dfdx's `matmul` and `add`.
@@ -114,7 +159,7 @@ macro_rules! impl_with_cpu_kernels {
                 bias: &Tensor<Bs, $e, Self>,
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                cpu::conv2d(self, geom, x, weight, bias, y_shape, true)
+                cpu::conv2d(self, geom, x, weight, Some(bias), y_shape, true)
             }
 
             fn try_conv2d_no_input_grad<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
@@ -125,7 +170,35 @@ macro_rules! impl_with_cpu_kernels {
                 bias: &Tensor<Bs, $e, Self>,
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                cpu::conv2d(self, geom, x, weight, bias, y_shape, false)
+                cpu::conv2d(self, geom, x, weight, Some(bias), y_shape, false)
+            }
+
+            fn try_conv2d_unbiased<X: Shape, K: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &ConvGeometry,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                // The absent bias's shape only names a type.
+                let no_bias = None::<&Tensor<Rank1<0>, $e, Self>>;
+                cpu::conv2d(self, geom, x, weight, no_bias, y_shape, true)
+            }
+
+            fn try_conv2d_unbiased_no_input_grad<
+                X: Shape,
+                K: Shape,
+                Y: Shape,
+                T: Tape<$e, Self>,
+            >(
+                &self,
+                geom: &ConvGeometry,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                let no_bias = None::<&Tensor<Rank1<0>, $e, Self>>;
+                cpu::conv2d(self, geom, x, weight, no_bias, y_shape, false)
             }
 
             fn try_dense<B: Dim, const I: usize, const O: usize, T: Tape<$e, Self>>(

@@ -46,7 +46,7 @@ mod pool;
 mod relu;
 
 pub use attention::SelfAttention;
-pub use conv::{Conv2D, NoInputGrad};
+pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
@@ -57,7 +57,7 @@ pub use relu::Relu;
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
     pub use super::attention::builder::SelfAttention;
-    pub use super::conv::builder::Conv2D;
+    pub use super::conv::builder::{Conv2D, UnbiasedConv2D};
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
 }

@@ -114,13 +114,14 @@ pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
 
 /// Forward pass over `batch` examples. Returns `y` (`batch x o x oh x ow`)
 /// and, when `keep_cols`, every example's patch matrix for the backward pass
-/// (none for pointwise kernels, whose patch matrix is `x` itself).
+/// (none for pointwise kernels, whose patch matrix is `x` itself). Without
+/// `bias` (Flax's `use_bias=False`) every output starts at zero instead.
 pub(super) fn forward<E: Elem>(
     geom: &ConvGeometry,
     batch: usize,
     x: &[E],
     weight: &[E],
-    bias: &[E],
+    bias: Option<&[E]>,
     keep_cols: bool,
 ) -> (Vec<E>, Option<Scratch<E>>) {
     let win = &geom.win;
@@ -129,7 +130,8 @@ pub(super) fn forward<E: Elem>(
     let col_len = patch * positions;
     let pointwise = is_pointwise(geom);
     // `y` is written without zeroing it first: every element starts as its
-    // bias (below), and zeroing 3 MB per layer and step was measurable.
+    // bias, or zero without one (below), and zeroing 3 MB per layer and step
+    // ahead of the gemms was measurable.
     let mut y: Vec<E> = Vec::with_capacity(batch * out_len);
     let mut cols = (keep_cols && !pointwise).then(|| Scratch::new(batch * col_len));
     let per = chunking(batch);
@@ -151,8 +153,11 @@ pub(super) fn forward<E: Elem>(
                 im2col(geom, xb, buf);
                 buf
             };
-            // Every output starts as its bias; the gemm adds the convolution.
-            for (row, &b) in yb.chunks_exact_mut(positions).zip(bias) {
+            // Every output starts as its bias (or zero); the gemm adds the
+            // convolution. The rows are written here, right before the gemm
+            // reads them, so they are still in cache.
+            for (ch, row) in yb.chunks_exact_mut(positions).enumerate() {
+                let b = bias.map_or(E::zero(), |bias| bias[ch]);
                 row.iter_mut().for_each(|v| {
                     v.write(b);
                 });
@@ -185,8 +190,9 @@ pub(super) fn forward<E: Elem>(
 
 /// Backward pass: adds the input gradient into `dx` (skipped when `dx` is
 /// `None`, e.g. for the network's input batch) and returns the weight and
-/// bias gradients. `cols` is what [`forward`] kept (or `x` for a pointwise
-/// kernel).
+/// bias gradients; the bias gradient is empty unless `bias_grad` (a layer
+/// without bias has none to fill). `cols` is what [`forward`] kept (or `x`
+/// for a pointwise kernel).
 pub(super) fn backward<E: Elem>(
     geom: &ConvGeometry,
     batch: usize,
@@ -194,6 +200,7 @@ pub(super) fn backward<E: Elem>(
     weight: &[E],
     dy: &[E],
     dx: Option<&mut [E]>,
+    bias_grad: bool,
 ) -> (Scratch<E>, Vec<E>) {
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
@@ -202,6 +209,7 @@ pub(super) fn backward<E: Elem>(
     let pointwise = is_pointwise(geom);
     let per = chunking(batch);
     let wt = Mat::transposed(weight, patch, geom.o);
+    let bias_len = if bias_grad { geom.o } else { 0 };
     // One task per run of `per` examples, with its slice of `dx` if wanted.
     let tasks: Vec<(usize, Option<&mut [E]>)> = match dx {
         Some(dx) => dx.chunks_mut(per * chw).map(Some).enumerate().collect(),
@@ -213,7 +221,7 @@ pub(super) fn backward<E: Elem>(
         .map(|(t, mut dxc)| {
             // Overwritten by the first example's gemm.
             let mut dw = Scratch::new(geom.o * patch);
-            let mut db = vec![E::zero(); geom.o];
+            let mut db = vec![E::zero(); bias_len];
             let mut dcols = None;
             for b in t * per..((t + 1) * per).min(batch) {
                 let i = b - t * per;
@@ -222,6 +230,7 @@ pub(super) fn backward<E: Elem>(
                 let g = Mat::rows(dyb, geom.o, positions);
                 let dwm = MatMut::rows(&mut dw, geom.o, patch);
                 matmul(dwm, i > 0, g, Mat::transposed(colsb, positions, patch));
+                // An empty `db` (no bias) makes this loop a no-op.
                 for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
                     *acc += sum(row);
                 }
@@ -244,7 +253,7 @@ pub(super) fn backward<E: Elem>(
     let mut parts = partials.into_iter();
     let (mut dw, mut db) = parts
         .next()
-        .unwrap_or_else(|| (Scratch::zeroed(geom.o * patch), vec![E::zero(); geom.o]));
+        .unwrap_or_else(|| (Scratch::zeroed(geom.o * patch), vec![E::zero(); bias_len]));
     for (pw, pb) in parts {
         dw.iter_mut().zip(pw.iter()).for_each(|(a, &b)| *a += b);
         db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);

@@ -46,13 +46,15 @@ fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
 
 /// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d);
 /// without `input_grad` the backward pass leaves `x`'s gradient alone
-/// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)).
+/// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)),
+/// and without `bias` the convolution has none
+/// ([`FlaxenDevice::try_conv2d_unbiased`](super::FlaxenDevice::try_conv2d_unbiased)).
 pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     geom: &ConvGeometry,
     x: Tensor<X, E, Cpu, T>,
     weight: &Tensor<K, E, Cpu>,
-    bias: &Tensor<Bs, E, Cpu>,
+    bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
     input_grad: bool,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
@@ -63,7 +65,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
         batch * chw == numel
             && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
             && weight.shape().num_elements() == geom.o * geom.patch()
-            && bias.shape().num_elements() == geom.o,
+            && bias.is_none_or(|b| b.shape().num_elements() == geom.o),
         "conv2d: tensor sizes disagree with {geom:?}"
     );
     // A permuted or broadcast `x` is copied into row-major order on its own
@@ -73,11 +75,12 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
     let ws = host_vec(weight.clone())?;
-    let bs = host_vec(bias.clone())?;
-    let (ys, cols) = conv::forward(geom, batch, &xs, &ws, &bs, T::OWNS_TAPE);
+    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
+    let (ys, cols) = conv::forward(geom, batch, &xs, &ws, bs.as_deref(), T::OWNS_TAPE);
     let y = dev.try_tensor_from_vec(ys, y_shape)?;
     if T::OWNS_TAPE {
-        let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
+        let (w_ghost, y_ghost) = (weight.ghost(), y.ghost());
+        let b_ghost = bias.map(|b| b.ghost());
         let cols = cols.unwrap_or(xs);
         let geom = *geom;
         tape.add_backward_op(move |grads| {
@@ -86,9 +89,12 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
                 true => Some(&mut grads.get_or_alloc_mut(&x_ghost)?[..]),
                 false => None,
             };
-            let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx);
+            let with_bias = b_ghost.is_some();
+            let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx, with_bias);
             add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
-            add_into(grads.get_or_alloc_mut(&b_ghost)?, &db);
+            if let Some(b_ghost) = &b_ghost {
+                add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
+            }
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
