@@ -12,7 +12,10 @@
 //! last three are kept). `--resume` restores the newest checkpoint — model,
 //! optimizer, step and data order — and continues bit for bit. A directory
 //! that already holds a run is refused unless `--resume` continues it or
-//! `--overwrite` replaces it, so no run's files are mixed with another's.
+//! `--overwrite` replaces it, so no run's files are mixed with another's;
+//! a directory a live run holds (its lock, `<out>/.lock`) is refused
+//! whatever the flags. The data are checked (image size, labels, enough
+//! examples) before the run directory is touched.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -20,8 +23,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use flaxen::prelude::*;
-use flaxen::runtime::data::idx::load_mnist_dir;
+use flaxen::runtime::data::idx::{find_mnist_files, load_mnist, MNIST_CLASSES};
+use flaxen::runtime::data::Requirements;
+use flaxen::runtime::logging::JsonlWriter;
 use flaxen::runtime::optim::{Adam, Chain, ClipByGlobalNorm};
+use flaxen::runtime::run_lock::RunLock;
 use flaxen::runtime::schedule::WarmupCosineDecay;
 
 /// The seed CNN adapted to the 8×8 digits: the same layers as the 28×28
@@ -72,17 +78,17 @@ struct Args {
     /// without it the embedded 8×8 digits are used.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Passes over the training set.
-    #[arg(long, default_value_t = 25)]
+    /// Passes over the training set (at least 1).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..))]
     epochs: u64,
     /// Training steps per `scan!` call (K stacked batches): 1, 5 or 10.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = parse_steps_per_scan)]
     steps_per_scan: usize,
     /// Seed of the initial weights and of the data order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Peak learning rate of the warmup-cosine schedule.
-    #[arg(long, default_value_t = 3e-3)]
+    /// Peak learning rate of the warmup-cosine schedule (finite, > 0).
+    #[arg(long, default_value_t = 3e-3, value_parser = parse_lr)]
     lr: f64,
     /// Run directory: metrics, TensorBoard events, checkpoints.
     #[arg(long, default_value = "runs/train")]
@@ -95,18 +101,49 @@ struct Args {
     /// this or `--resume`, such a directory is refused).
     #[arg(long)]
     overwrite: bool,
-    /// Stop after this many steps in this invocation (the schedule still
-    /// spans `--epochs`); with `--resume` this splits one run in parts.
-    #[arg(long)]
+    /// Stop after this many steps in this invocation (at least 1; the
+    /// schedule still spans `--epochs`); with `--resume` this splits one run
+    /// in parts.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
     /// Hide the progress bar (log lines only).
     #[arg(long)]
     quiet: bool,
 }
 
+/// A learning rate: a finite number above 0 (`nan`, `inf`, 0 and negative
+/// rates would train nothing or diverge at once).
+fn parse_lr(s: &str) -> Result<f64, String> {
+    let lr: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if lr.is_finite() && lr > 0.0 {
+        Ok(lr)
+    } else {
+        Err(format!(
+            "{lr} is not a learning rate: it must be finite and above 0"
+        ))
+    }
+}
+
+/// `scan!` unrolls K at compile time: only the compiled K are accepted.
+fn parse_steps_per_scan(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(k @ (1 | 5 | 10)) => Ok(k),
+        _ => Err(format!("{s}: must be 1, 5 or 10")),
+    }
+}
+
 const BATCH: usize = 32;
+/// Classes of the digits and of MNIST.
+const CLASSES: usize = 10;
 type Dev = AutoDevice;
 type Tx = Chain<(ClipByGlobalNorm, Adam<WarmupCosineDecay>)>;
+
+/// A data set and the files it came from (to name them in errors).
+struct Split {
+    data: ArrayDataset,
+    images: PathBuf,
+    labels: PathBuf,
+}
 
 fn main() -> Result<()> {
     // dfdx allocates every activation afresh; keep freed blocks in the
@@ -116,23 +153,48 @@ fn main() -> Result<()> {
     match &args.data_dir {
         None => {
             let (train, test) = flaxen::runtime::data::digits::load()?;
-            dispatch::<DigitsCnn, 8, 8>(&args, train, test)
+            let embedded = |data, which: &str| Split {
+                data,
+                images: PathBuf::from(format!("<embedded digits, {which} images>")),
+                labels: PathBuf::from(format!("<embedded digits, {which} labels>")),
+            };
+            dispatch::<DigitsCnn, 8, 8>(&args, embedded(train, "train"), embedded(test, "test"))
         }
         Some(dir) => {
-            let (train, test) = load_mnist_dir(dir)?;
+            let files = find_mnist_files(dir)?;
+            debug_assert_eq!(MNIST_CLASSES, CLASSES);
+            let load = |images: PathBuf, labels: PathBuf| -> Result<Split> {
+                let data = load_mnist(&images, &labels)?;
+                Ok(Split {
+                    data,
+                    images,
+                    labels,
+                })
+            };
+            let train = load(files.train_images, files.train_labels)?;
+            let test = load(files.test_images, files.test_labels)?;
             dispatch::<Cnn, 28, 28>(&args, train, test)
         }
     }
 }
 
-fn dispatch<M, const H: usize, const W: usize>(
-    args: &Args,
-    train: ArrayDataset,
-    test: ArrayDataset,
-) -> Result<()>
+fn dispatch<M, const H: usize, const W: usize>(args: &Args, train: Split, test: Split) -> Result<()>
 where
     M: Model<H, W>,
 {
+    // Before anything is created: a wrong image size or a short set would
+    // otherwise fail without naming the file (the test set only after a
+    // whole epoch, leaving a run directory behind), and a label past the
+    // last class would panic inside the loss.
+    let shape = vec![1, H, W];
+    Requirements::new(shape.clone(), CLASSES)
+        .min_len(BATCH)
+        .check(&train.data, &train.images, &train.labels)
+        .context("the training set cannot be used")?;
+    Requirements::new(shape, CLASSES)
+        .check(&test.data, &test.images, &test.labels)
+        .context("the test set cannot be used")?;
+    let (train, test) = (train.data, test.data);
     match args.steps_per_scan {
         1 => run::<M, H, W, 1>(args, train, test),
         5 => run::<M, H, W, 5>(args, train, test),
@@ -206,9 +268,16 @@ where
     let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)
         .map_err(|e| anyhow::anyhow!("device error: {e:?}"))?;
 
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating the run directory {}", args.out.display()))?;
+    // Held until `run` returns (the kernel releases it if the process dies):
+    // a second run, `--resume` or `--overwrite` on a live run is refused
+    // before it touches anything.
+    let _lock = RunLock::acquire(&args.out)?;
     let ckpts = CheckpointManager::new(args.out.join("checkpoints"), 3)?;
+    // A kill during a checkpoint write leaves its temporary file; with the
+    // lock held no write is in progress, so any such file is stale.
+    for stale in ckpts.remove_temp_files()? {
+        println!("removed {}, left by an interrupted write", stale.display());
+    }
     if !args.resume {
         claim_run_dir(&args.out, &ckpts, args.overwrite)?;
     }
@@ -219,6 +288,14 @@ where
                     .part("train", &mut state)
                     .part("data", &mut loader)
                     .apply()?;
+                if state.step() != ckpt.step() {
+                    bail!(
+                        "{}: the file's step is {} but its training state's is {}: the file is inconsistent",
+                        ckpt.path().display(),
+                        ckpt.step(),
+                        state.step()
+                    );
+                }
                 println!(
                     "resumed from {} at step {}",
                     ckpt.path().display(),
@@ -226,6 +303,17 @@ where
                 );
             }
             None => println!("no checkpoint in {}: starting fresh", ckpts.dir().display()),
+        }
+        // Lines logged after the checkpoint (by the run that crashed) would
+        // be logged again by this one.
+        let metrics = args.out.join("metrics.jsonl");
+        let dropped = JsonlWriter::truncate_after(&metrics, state.step())?;
+        if dropped > 0 {
+            println!(
+                "dropped {dropped} lines after step {} from {}",
+                state.step(),
+                metrics.display()
+            );
         }
     }
     let mut logger = MetricsLogger::new(&args.out)?;
@@ -279,6 +367,10 @@ where
                 100.0 * train_acc,
                 100.0 * test_acc
             ));
+            // The loss is finite (checked above), but the last update may
+            // still have made a parameter NaN/Inf: never checkpoint that
+            // (`save` refuses it too, before rotating anything out).
+            check_finite(&state.params, None, state.step())?;
             let mut ckpt = Checkpoint::new(state.step());
             ckpt.add("train", &state)?.add("data", &loader)?;
             ckpts.save(&ckpt)?;
@@ -399,4 +491,37 @@ fn claim_run_dir(out: &Path, ckpts: &CheckpointManager, overwrite: bool) -> Resu
         out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("train").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_cli_refuses_what_cannot_train() {
+        for bad in [
+            &["--epochs", "0"][..],
+            &["--max-steps", "0"],
+            &["--lr=-0.001"],
+            &["--lr", "0"],
+            &["--lr", "nan"],
+            &["--lr", "inf"],
+            &["--steps-per-scan", "3"],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} was accepted"));
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad:?}"
+            );
+        }
+        let ok = parse(&["--epochs", "1", "--lr", "1e-3", "--steps-per-scan", "10"]).unwrap();
+        assert_eq!((ok.epochs, ok.lr, ok.steps_per_scan), (1, 1e-3, 10));
+        let msg = parse(&["--lr", "nan"]).unwrap_err().to_string();
+        assert!(msg.contains("must be finite and above 0"), "{msg}");
+    }
 }

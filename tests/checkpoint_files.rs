@@ -169,7 +169,7 @@ fn restore_fails_untouched(bytes: &[u8], name: &str) -> CheckpointError {
 #[test]
 fn truncated_file_is_refused() {
     let dev = Cpu::default();
-    let bytes = full_checkpoint(&dev, 1).0.to_bytes();
+    let bytes = full_checkpoint(&dev, 1).0.to_bytes().unwrap();
     for cut in [bytes.len() - 1, bytes.len() / 2, 20, 3] {
         let err = restore_fails_untouched(&bytes[..cut], &format!("trunc{cut}"));
         assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err:?}");
@@ -180,7 +180,7 @@ fn truncated_file_is_refused() {
 #[test]
 fn corrupt_file_is_refused() {
     let dev = Cpu::default();
-    let bytes = full_checkpoint(&dev, 1).0.to_bytes();
+    let bytes = full_checkpoint(&dev, 1).0.to_bytes().unwrap();
     // A flipped bit in the last tensor's data: the header still parses.
     let mut flipped = bytes.clone();
     let n = flipped.len();
@@ -205,10 +205,10 @@ fn another_architecture_names_tensor_and_shapes() {
     ckpt.add_module("params", &wide).unwrap();
     ckpt.add("opt", &Moments(vec![0.0; 3])).unwrap();
     ckpt.add("data", &loader(&dev, 1)).unwrap();
-    let err = restore_fails_untouched(&ckpt.to_bytes(), "arch");
+    let err = restore_fails_untouched(&ckpt.to_bytes().unwrap(), "arch");
     match &err {
         CheckpointError::Mismatch {
-            source:
+            error:
                 StateError::Shape {
                     key,
                     expected,
@@ -239,7 +239,7 @@ fn missing_tensor_and_wrong_dtype_are_refused() {
     ckpt.add_module("params", &model).unwrap();
     ckpt.add("data", &loader(&dev, 1)).unwrap();
     // No `opt` part at all.
-    let err = restore_fails_untouched(&ckpt.to_bytes(), "missing");
+    let err = restore_fails_untouched(&ckpt.to_bytes().unwrap(), "missing");
     assert!(
         err.to_string().contains("tensor `opt.mu` is missing"),
         "{err}"
@@ -250,7 +250,7 @@ fn missing_tensor_and_wrong_dtype_are_refused() {
     ckpt.add_module("params", &model64).unwrap();
     ckpt.add("opt", &Moments(vec![0.0; 3])).unwrap();
     ckpt.add("data", &loader(&dev, 1)).unwrap();
-    let err = restore_fails_untouched(&ckpt.to_bytes(), "dtype");
+    let err = restore_fails_untouched(&ckpt.to_bytes().unwrap(), "dtype");
     assert!(
         err.to_string()
             .contains("is F64 in the checkpoint, but the model expects F32"),

@@ -15,6 +15,7 @@ pub mod losses;
 pub mod malloc;
 pub mod metrics;
 pub mod optim;
+pub mod run_lock;
 pub mod scan;
 pub mod schedule;
 pub mod state;

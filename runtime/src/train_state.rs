@@ -30,15 +30,13 @@
 //! assert!(loss.array().is_finite());
 //! ```
 
-use dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut, ViewTensorName,
-    ViewTensorRef,
-};
+use dfdx::nn::tensor_collection::TensorCollection;
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
+use crate::checkpoint::{load_module_state, save_module_state};
 use crate::optim::{GradientTransformation, Params};
-use crate::state::{HostTensor, StateDict, StateError, StateMap};
+use crate::state::{StateDict, StateError, StateMap};
 
 /// A scalar loss that stays on the device (read it with `.array()` when
 /// needed).
@@ -202,129 +200,29 @@ where
     D: Device<E>,
 {
     /// Writes `{prefix}params.<tensor>` (every tensor of the model, trainable
-    /// or not), `{prefix}opt.<...>` (the optimizer state) and
+    /// or not, by dfdx path: the same code and keys as
+    /// [`save_module_state`]), `{prefix}opt.<...>` (the optimizer state) and
     /// `{prefix}step`.
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
-        let mut op = SaveModel {
-            prefix: format!("{prefix}params."),
-            out,
-        };
-        M::iter_tensors(&mut RecursiveWalker {
-            m: (&self.params, String::new()),
-            f: &mut op,
-        })
-        .expect("saving only reads tensors");
+        save_module_state(&self.params, &format!("{prefix}params."), out);
         self.opt_state.save_state(&format!("{prefix}opt."), out);
         crate::optim::save_count(format!("{prefix}step"), self.step, out);
     }
 
+    /// Loads what `save_state` wrote. Every tensor of the model must be
+    /// present with its shape, and a tensor under `{prefix}params.` that the
+    /// model lacks is an error (as for [`load_module_state`], which does
+    /// the model's part). On `Err` nothing changed.
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
-        let params_prefix = format!("{prefix}params.");
-        let mut check = CheckModel {
-            prefix: &params_prefix,
-            src,
-            err: None,
-        };
-        M::iter_tensors(&mut RecursiveWalker {
-            m: (&self.params, String::new()),
-            f: &mut check,
-        })
-        .expect("checking only reads tensors");
-        if let Some(e) = check.err {
-            return Err(e);
-        }
         let step = crate::optim::load_count(&format!("{prefix}step"), src)?;
         let mut opt_state = self.opt_state.clone();
         opt_state.load_state(&format!("{prefix}opt."), src)?;
-        // Everything is valid: now write, in place (ids stay the same).
-        let mut write = LoadModel {
-            prefix: &params_prefix,
-            src,
-        };
-        M::iter_tensors(&mut RecursiveWalker {
-            m: (&mut self.params, String::new()),
-            f: &mut write,
-        })
-        .expect("checked above");
+        // Checks everything before it writes (in place, so the parameter
+        // ids the gradient buffers know stay valid); on `Err` the model is
+        // untouched, and the optimizer state and step are not yet assigned.
+        load_module_state(&mut self.params, &format!("{prefix}params."), src)?;
         self.opt_state = opt_state;
         self.step = step;
         Ok(())
-    }
-}
-
-struct SaveModel<'a, E> {
-    prefix: String,
-    out: &'a mut StateMap<E>,
-}
-
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for SaveModel<'_, E> {
-    type Viewer = (ViewTensorRef, ViewTensorName);
-    type Err = D::Err;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        _opts: TensorOptions<S, E, D>,
-        (t, name): (&Tensor<S, E, D>, String),
-    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        self.out.insert(
-            format!("{}{name}", self.prefix),
-            HostTensor {
-                shape: t.shape().concrete().into(),
-                data: t.as_vec(),
-            },
-        );
-        Ok(None)
-    }
-}
-
-struct CheckModel<'a, E> {
-    prefix: &'a str,
-    src: &'a StateMap<E>,
-    err: Option<StateError>,
-}
-
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for CheckModel<'_, E> {
-    type Viewer = (ViewTensorRef, ViewTensorName);
-    type Err = D::Err;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        _opts: TensorOptions<S, E, D>,
-        (t, name): (&Tensor<S, E, D>, String),
-    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        if self.err.is_none() {
-            let shape: Vec<usize> = t.shape().concrete().into();
-            let key = format!("{}{name}", self.prefix);
-            if let Err(e) = crate::optim::lookup(self.src, &key, &shape) {
-                self.err = Some(e);
-            }
-        }
-        Ok(None)
-    }
-}
-
-struct LoadModel<'a, E> {
-    prefix: &'a str,
-    src: &'a StateMap<E>,
-}
-
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for LoadModel<'_, E> {
-    type Viewer = (ViewTensorMut, ViewTensorName);
-    type Err = D::Err;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        _opts: TensorOptions<S, E, D>,
-        (t, name): (&mut Tensor<S, E, D>, String),
-    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        let host = &self.src[&format!("{}{name}", self.prefix)];
-        t.copy_from(&host.data);
-        Ok(None)
     }
 }

@@ -3,6 +3,18 @@
 use std::io::Write;
 use std::path::Path;
 
+/// What the name of a temporary file holds between the target's name and
+/// the writer's pid: `.<name>.tmp-<pid>`.
+const TEMP_MARK: &str = ".tmp-";
+
+/// Whether `name` is the name of a temporary file of [`write_atomic`].
+pub(crate) fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.')
+        && name
+            .rsplit_once(TEMP_MARK)
+            .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Writes `bytes` to `path` so that a reader sees either the old file or the
 /// complete new one, never a partial file, even across a power loss: write a
 /// temporary file in the same directory (same file system, so the rename is
@@ -17,7 +29,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!(".{name}{TEMP_MARK}{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;

@@ -30,9 +30,9 @@ impl CheckpointManager {
     /// checkpoints; `keep == 0` keeps all of them.
     pub fn new(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|source| CheckpointError::Io {
+        std::fs::create_dir_all(&dir).map_err(|error| CheckpointError::Io {
             path: dir.clone(),
-            source,
+            error,
         })?;
         Ok(Self { dir, keep })
     }
@@ -49,34 +49,84 @@ impl CheckpointManager {
 
     /// Writes `ckpt` atomically, then deletes all but the newest `keep`
     /// checkpoints. Returns the new file's path.
+    ///
+    /// A checkpoint holding NaN or infinity is refused before anything is
+    /// written or deleted, so a diverged run never replaces or rotates out a
+    /// good checkpoint. Rotation only deletes checkpoints of earlier steps
+    /// than `ckpt`'s: never the file just written.
     pub fn save(&self, ckpt: &Checkpoint) -> Result<PathBuf, CheckpointError> {
         let path = self.path_for(ckpt.step());
         ckpt.save(&path)?;
         if self.keep > 0 {
             let all = self.list()?;
             let excess = all.len().saturating_sub(self.keep);
-            for (_, old) in &all[..excess] {
-                std::fs::remove_file(old).map_err(|source| CheckpointError::Io {
-                    path: old.clone(),
-                    source,
+            let old: Vec<&PathBuf> = all[..excess]
+                .iter()
+                .filter(|(step, _)| *step < ckpt.step())
+                .map(|(_, p)| p)
+                .collect();
+            for old in &old {
+                std::fs::remove_file(old).map_err(|error| CheckpointError::Io {
+                    path: old.to_path_buf(),
+                    error,
                 })?;
             }
-            if excess > 0 {
-                atomic::sync_dir(&self.dir).map_err(|source| CheckpointError::Io {
+            if !old.is_empty() {
+                atomic::sync_dir(&self.dir).map_err(|error| CheckpointError::Io {
                     path: self.dir.clone(),
-                    source,
+                    error,
                 })?;
             }
         }
         Ok(path)
     }
 
+    /// Deletes the temporary files that writes interrupted by a crash or a
+    /// kill left in the directory (a completed write renames its temporary
+    /// file; these never become checkpoints) and returns their paths.
+    ///
+    /// Call it only while no other process writes to the directory (e.g.
+    /// holding the run directory's [`RunLock`](crate::run_lock::RunLock)):
+    /// it would delete another writer's file in progress.
+    ///
+    /// ```
+    /// use flaxen_runtime::checkpoint::{Checkpoint, CheckpointManager};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("flaxen-doc-tmp-{}", std::process::id()));
+    /// let manager = CheckpointManager::new(&dir, 3).unwrap();
+    /// std::fs::write(dir.join(".ckpt-000000000001.safetensors.tmp-123"), b"partial").unwrap();
+    /// assert_eq!(manager.remove_temp_files().unwrap().len(), 1);
+    /// assert!(manager.list().unwrap().is_empty());
+    /// # std::fs::remove_dir_all(dir).unwrap();
+    /// ```
+    pub fn remove_temp_files(&self) -> Result<Vec<PathBuf>, CheckpointError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |error| CheckpointError::Io { path, error }
+        };
+        let mut removed = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let entry = entry.map_err(io(&self.dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if atomic::is_temp_name(name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                let path = entry.path();
+                std::fs::remove_file(&path).map_err(io(&path))?;
+                removed.push(path);
+            }
+        }
+        if !removed.is_empty() {
+            atomic::sync_dir(&self.dir).map_err(io(&self.dir))?;
+        }
+        Ok(removed)
+    }
+
     /// Every checkpoint in the directory as `(step, path)`, oldest first.
     /// Temporary files of interrupted writes are not listed.
     pub fn list(&self) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
-        let io = |source| CheckpointError::Io {
+        let io = |error| CheckpointError::Io {
             path: self.dir.clone(),
-            source,
+            error,
         };
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.dir).map_err(io)? {

@@ -18,6 +18,20 @@
 //! `__metadata__` holds `format = "flaxen-checkpoint"`, `version = "1"` and
 //! `crc32c`, a CRC-32C over every key, dtype, shape and byte in key order,
 //! so a flipped bit in tensor data is detected, not just a truncation.
+//! Equal checkpoints give the same bytes (the header is written in key
+//! order), so comparing two files' checksums compares two runs' states.
+//!
+//! # What is checked
+//!
+//! - Writing ([`Checkpoint::save`], [`CheckpointManager::save`]): every
+//!   floating-point value is finite, or nothing is written (and, for the
+//!   manager, no older checkpoint is rotated out); the write is atomic.
+//! - Reading ([`Checkpoint::load`]): a readable header with this format,
+//!   version and checksum entry (a missing entry is an error), a checksum
+//!   that matches, a U64 scalar `step`, finite values.
+//! - Restoring ([`Restore::apply`]): dtypes, every tensor the objects have
+//!   present with the same shape, no tensor in the file that no object
+//!   takes; all or nothing.
 //!
 //! # Example
 //!
@@ -51,19 +65,20 @@
 
 mod atomic;
 mod element;
+mod format;
 mod manager;
 mod module;
 mod restore;
 
+pub(crate) use atomic::write_atomic;
 pub use element::Element;
 pub use manager::CheckpointManager;
 pub use module::{load_module_state, save_module_state};
 pub use restore::Restore;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use safetensors::tensor::{SafeTensors, TensorView};
 use safetensors::Dtype;
 
 use crate::dfdx::nn::tensor_collection::TensorCollection;
@@ -76,13 +91,15 @@ use element::dtype_name;
 /// names the file (`<memory>` for one never written).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    /// The file system failed.
-    #[error("{path}: {source}")]
+    /// The file system failed. The message holds the cause, which is
+    /// therefore not also chained as `source()` (it would print twice under
+    /// anyhow's "Caused by").
+    #[error("{path}: {error}")]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a valid flaxen checkpoint (truncated, corrupt, or not
     /// safetensors at all).
@@ -95,13 +112,34 @@ pub enum CheckpointError {
     },
     /// A tensor does not fit the object it is loaded into (another
     /// architecture, a missing or extra tensor). The message names the
-    /// tensor and both shapes.
-    #[error("{path}: {source}")]
+    /// tensor and both shapes. (Not chained as `source()`: the message
+    /// already holds it.)
+    #[error("{path}: {error}")]
     Mismatch {
         /// The file.
         path: PathBuf,
         /// Which tensor, and how it differs.
-        source: StateError,
+        error: StateError,
+    },
+    /// A floating-point tensor holds NaN or ±infinity: the state of a
+    /// diverged run, which is neither written nor restored.
+    #[error("{path}: tensor `{key}` holds NaN or infinity (element {index}); a diverged state is not checkpointed")]
+    NonFinite {
+        /// The file (`<memory>` for a checkpoint being written).
+        path: PathBuf,
+        /// The tensor.
+        key: String,
+        /// The flat index of its first non-finite element.
+        index: usize,
+    },
+    /// A state produced a tensor whose data does not fit its shape (a bug in
+    /// its `StateDict` implementation).
+    #[error("checkpoint tensor `{key}`: {reason}")]
+    Invalid {
+        /// The tensor.
+        key: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A tensor has another element type than the object expects.
     #[error(
@@ -144,7 +182,7 @@ struct RawTensor {
 /// let model = dev.build_module::<Linear<2, 3>, f32>();
 /// let mut ckpt = Checkpoint::new(7);
 /// ckpt.add_module("params", &model).unwrap();
-/// let bytes = ckpt.to_bytes();
+/// let bytes = ckpt.to_bytes().unwrap();
 /// let back = Checkpoint::from_bytes("<memory>".as_ref(), &bytes).unwrap();
 /// assert_eq!(back.step(), 7);
 /// assert_eq!(back.shape("params.weight"), Some(&[3, 2][..]));
@@ -258,6 +296,15 @@ impl Checkpoint {
         {
             return Err(CheckpointError::Duplicate { key: key.clone() });
         }
+        if let Some((key, t)) = map
+            .iter()
+            .find(|(_, t)| t.shape.iter().product::<usize>() != t.data.len())
+        {
+            return Err(CheckpointError::Invalid {
+                key: key.clone(),
+                reason: format!("{} values for shape {:?}", t.data.len(), t.shape),
+            });
+        }
         for (key, t) in map {
             let mut data = Vec::with_capacity(t.data.len() * E::SIZE);
             for v in t.data {
@@ -326,125 +373,84 @@ impl Checkpoint {
     }
 
     fn checksum(&self) -> u32 {
-        let mut crc = crc32c::crc32c(STEP_KEY.as_bytes());
-        crc = crc32c::crc32c_append(crc, &self.step.to_le_bytes());
-        for (key, t) in &self.tensors {
-            crc = crc32c::crc32c_append(crc, key.as_bytes());
-            crc = crc32c::crc32c_append(crc, &[0]);
-            crc = crc32c::crc32c_append(crc, dtype_name(t.dtype).as_bytes());
-            for d in &t.shape {
-                crc = crc32c::crc32c_append(crc, &(*d as u64).to_le_bytes());
-            }
-            crc = crc32c::crc32c_append(crc, &t.data);
-        }
-        crc
+        format::checksum(self.step, &self.tensors)
     }
 
-    /// The safetensors bytes of this checkpoint.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let step = self.step.to_le_bytes();
-        let mut views = Vec::with_capacity(self.tensors.len() + 1);
-        // Shapes and byte lengths agree by construction, so `new` cannot fail.
-        if let Ok(v) = TensorView::new(Dtype::U64, vec![], &step) {
-            views.push((STEP_KEY.to_string(), v));
-        }
+    /// Fails, naming the tensor, if a floating-point tensor holds NaN or
+    /// ±infinity. [`Checkpoint::save`] and [`Checkpoint::load`] call it.
+    ///
+    /// ```
+    /// use flaxen_runtime::checkpoint::Checkpoint;
+    /// use flaxen_runtime::dfdx::prelude::*;
+    ///
+    /// let dev = Cpu::default();
+    /// let mut model = dev.build_module::<Linear<2, 3>, f32>();
+    /// model.bias.copy_from(&[0.0, f32::NAN, 0.0]);
+    /// let mut ckpt = Checkpoint::new(5);
+    /// ckpt.add_module("params", &model).unwrap();
+    /// let err = ckpt.check_finite().unwrap_err();
+    /// assert!(err.to_string().contains("tensor `params.bias` holds NaN or infinity (element 1)"));
+    /// ```
+    pub fn check_finite(&self) -> Result<(), CheckpointError> {
         for (key, t) in &self.tensors {
-            if let Ok(v) = TensorView::new(t.dtype, t.shape.clone(), &t.data) {
-                views.push((key.clone(), v));
+            if let Some(index) = format::first_non_finite(t.dtype, &t.data) {
+                return Err(CheckpointError::NonFinite {
+                    path: self.path.clone(),
+                    key: key.clone(),
+                    index,
+                });
             }
         }
-        let metadata: HashMap<String, String> = [
-            ("format", FORMAT.to_string()),
-            ("version", VERSION.to_string()),
-            ("crc32c", format!("{:08x}", self.checksum())),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        // `serialize` only fails on views inconsistent with their data,
-        // which `TensorView::new` already ruled out.
-        safetensors::serialize(views, &Some(metadata)).unwrap_or_default()
+        Ok(())
+    }
+
+    /// The safetensors bytes of this checkpoint: never empty, and the same
+    /// bytes for equal checkpoints. It does not check values (see
+    /// [`Checkpoint::check_finite`]).
+    ///
+    /// Fails only if a tensor's bytes do not fit its shape, which the `add`
+    /// methods already rule out.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
+        format::to_bytes(self)
     }
 
     /// Parses safetensors bytes; `path` names the file in errors.
     ///
-    /// Fails on a truncated or corrupt file (including a checksum mismatch)
-    /// or a file without a `step`.
+    /// Fails on a truncated or corrupt file (a checksum mismatch, or a
+    /// header without its format, version or checksum entry), a file
+    /// without a U64 `step`, or a NaN or infinity in any tensor.
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self, CheckpointError> {
-        let corrupt = |reason: String| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let parsed = SafeTensors::deserialize(bytes).map_err(|e| {
-            corrupt(format!(
-                "not a readable safetensors file ({e:?}); is it truncated or corrupt?"
-            ))
-        })?;
-        let (_, meta) = SafeTensors::read_metadata(bytes)
-            .map_err(|e| corrupt(format!("unreadable safetensors header ({e:?})")))?;
-        let mut step = None;
-        let mut tensors = BTreeMap::new();
-        for (key, view) in parsed.tensors() {
-            if key == STEP_KEY {
-                if view.dtype() != Dtype::U64 || !view.shape().is_empty() {
-                    return Err(corrupt(format!(
-                        "`step` must be a U64 scalar, found {} of shape {:?}",
-                        dtype_name(view.dtype()),
-                        view.shape()
-                    )));
-                }
-                step = Some(u64::read_le(view.data()));
-                continue;
-            }
-            let raw = RawTensor {
-                dtype: view.dtype(),
-                shape: view.shape().to_vec(),
-                data: view.data().to_vec(),
-            };
-            tensors.insert(key, raw);
-        }
-        let step =
-            step.ok_or_else(|| corrupt("no `step` tensor: not a flaxen checkpoint".into()))?;
-        let ckpt = Self {
-            step,
-            tensors,
-            path: path.to_path_buf(),
-        };
-        if let Some(stored) = meta.metadata().as_ref().and_then(|m| m.get("crc32c")) {
-            let computed = format!("{:08x}", ckpt.checksum());
-            if *stored != computed {
-                return Err(corrupt(format!(
-                    "checksum mismatch (stored crc32c {stored}, contents give {computed}): the file is corrupt"
-                )));
-            }
-        }
-        Ok(ckpt)
+        format::from_bytes(path, bytes)
     }
 
     /// Writes the checkpoint to `path` atomically (temporary file in the same
-    /// directory, fsync, rename, fsync of the directory).
+    /// directory, fsync, rename, fsync of the directory), after checking
+    /// that every value is finite: a diverged state is never written.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), CheckpointError> {
         let path = path.as_ref();
-        atomic::write_atomic(path, &self.to_bytes()).map_err(|source| CheckpointError::Io {
+        self.check_finite()?;
+        let bytes = self.to_bytes()?;
+        atomic::write_atomic(path, &bytes).map_err(|error| CheckpointError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })
     }
 
-    /// Reads and validates the checkpoint at `path`.
+    /// Reads and validates the checkpoint at `path` (see
+    /// [`Checkpoint::from_bytes`]).
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
+        let bytes = std::fs::read(path).map_err(|error| CheckpointError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::from_bytes(path, &bytes)
     }
 
-    pub(crate) fn mismatch(&self, source: StateError) -> CheckpointError {
+    pub(crate) fn mismatch(&self, error: StateError) -> CheckpointError {
         CheckpointError::Mismatch {
             path: self.path.clone(),
-            source,
+            error,
         }
     }
 }
@@ -453,6 +459,7 @@ impl Checkpoint {
 mod tests {
     use super::*;
     use crate::dfdx::prelude::{Cpu, DeviceBuildExt, Linear, ReLU};
+    use safetensors::tensor::SafeTensors;
     use safetensors::Dtype;
 
     /// The file is plain safetensors: the `safetensors` crate itself reads
@@ -463,7 +470,7 @@ mod tests {
         let model = dev.build_module::<(Linear<3, 2>, ReLU, Linear<2, 1>), f32>();
         let mut ckpt = Checkpoint::new(9);
         ckpt.add_module("params", &model).unwrap();
-        let bytes = ckpt.to_bytes();
+        let bytes = ckpt.to_bytes().unwrap();
         let st = SafeTensors::deserialize(&bytes).unwrap();
         let mut names: Vec<&String> = st.names();
         names.sort();

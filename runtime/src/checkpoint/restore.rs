@@ -1,5 +1,6 @@
 //! Loading a checkpoint into several live objects, all or nothing.
 
+use std::collections::BTreeSet;
 use std::marker::PhantomData;
 
 use crate::dfdx::nn::tensor_collection::TensorCollection;
@@ -19,6 +20,8 @@ trait Part {
     fn commit(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError>;
     /// Puts back the state the object had before `commit`.
     fn rollback(&mut self);
+    /// Adds the keys the object saves now (after `commit`: what it took).
+    fn saved_keys(&self, out: &mut BTreeSet<String>);
 }
 
 struct Typed<E, T> {
@@ -65,6 +68,12 @@ impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
         // The object's own saved state always loads back.
         let _ = self.target.load_state(&prefix, &self.snapshot);
     }
+
+    fn saved_keys(&self, out: &mut BTreeSet<String>) {
+        let mut now = StateMap::<E>::new();
+        self.target.save_state(&prefix_of(&self.name), &mut now);
+        out.extend(now.into_keys());
+    }
 }
 
 /// `&mut S` as an owned [`StateDict`].
@@ -99,8 +108,11 @@ where
 /// Loads a [`Checkpoint`] into several objects at once, all or nothing:
 /// [`Restore::apply`] first decodes and checks every part (dtypes, every
 /// tensor present, same shapes), and only then loads them; if a load still
-/// fails, the parts already loaded are put back. On `Err` every object is
-/// exactly as it was.
+/// fails, the parts already loaded are put back. After loading, every
+/// tensor of the file must have been taken by some object: a tensor that
+/// none of them has (another architecture, another optimizer, a part not
+/// listed) is an error naming it, and everything is put back. On `Err` every
+/// object is exactly as it was.
 ///
 /// ```
 /// use flaxen_runtime::checkpoint::Checkpoint;
@@ -123,6 +135,7 @@ where
 pub struct Restore<'a> {
     ckpt: &'a Checkpoint,
     parts: Vec<Box<dyn Part + 'a>>,
+    skipped: Vec<String>,
 }
 
 impl<'a> Restore<'a> {
@@ -130,7 +143,31 @@ impl<'a> Restore<'a> {
         Self {
             ckpt,
             parts: Vec::new(),
+            skipped: Vec::new(),
         }
+    }
+
+    /// Leaves the tensors under `name.` in the file unused on purpose (e.g.
+    /// an evaluation that restores only the parameters of a training
+    /// checkpoint); without it they would be refused as foreign.
+    ///
+    /// ```
+    /// use flaxen_runtime::checkpoint::Checkpoint;
+    /// use flaxen_runtime::dfdx::prelude::*;
+    ///
+    /// let dev = Cpu::default();
+    /// let (a, b) = (dev.build_module::<Linear<2, 3>, f32>(), dev.build_module::<Linear<3, 1>, f32>());
+    /// let mut ckpt = Checkpoint::new(1);
+    /// ckpt.add_module("params", &a).unwrap().add_module("head", &b).unwrap();
+    ///
+    /// let mut a2 = dev.build_module::<Linear<2, 3>, f32>();
+    /// let err = ckpt.restore().module("params", &mut a2).apply().unwrap_err();
+    /// assert!(err.to_string().contains("`head.bias`: is in the checkpoint, but none"));
+    /// ckpt.restore().module("params", &mut a2).skip("head").apply().unwrap();
+    /// ```
+    pub fn skip(mut self, name: &str) -> Self {
+        self.skipped.push(prefix_of(name));
+        self
     }
 
     /// Loads the tensors under `name.` into `target`.
@@ -176,6 +213,29 @@ impl<'a> Restore<'a> {
                 }
                 return Err(e);
             }
+        }
+        // Only now: an optimizer may create its moments while loading, so
+        // what an object takes is known only once it has loaded.
+        let mut taken = BTreeSet::new();
+        for part in &self.parts {
+            part.saved_keys(&mut taken);
+        }
+        let skipped = |k: &str| self.skipped.iter().any(|p| k.starts_with(p.as_str()));
+        if let Some(extra) = self
+            .ckpt
+            .keys()
+            .find(|k| !taken.contains(*k) && !skipped(k))
+        {
+            let err = self.ckpt.mismatch(StateError::Invalid {
+                key: extra.to_string(),
+                reason: "is in the checkpoint, but none of the objects restored has it \
+                         (another architecture or optimizer, or a part not restored?)"
+                    .into(),
+            });
+            for done in self.parts.iter_mut().rev() {
+                done.rollback();
+            }
+            return Err(err);
         }
         Ok(self.ckpt.step())
     }

@@ -30,6 +30,8 @@ pub const LEN: usize = 1797;
 pub const TRAIN_LEN: usize = 1500;
 /// Examples in the test split.
 pub const TEST_LEN: usize = LEN - TRAIN_LEN;
+/// Classes: the digits 0 to 9.
+pub const CLASSES: usize = 10;
 /// Seed of the permutation that defines the split.
 pub const SPLIT_SEED: u64 = 0;
 
@@ -51,6 +53,7 @@ pub fn load_all() -> Result<ArrayDataset, DataError> {
         idx::parse_idx(lp, LABELS)?,
         lp,
         16.0,
+        CLASSES,
     )
 }
 

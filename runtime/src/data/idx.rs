@@ -12,10 +12,16 @@
 //! assert_eq!(test.len(), 10_000);
 //! ```
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::{ArrayDataset, DataError};
+
+/// The number of classes of MNIST (and of Fashion-MNIST, KMNIST): labels are
+/// `0..=9`.
+pub const MNIST_CLASSES: usize = 10;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// An IDX array of unsigned bytes (element type `0x08`, the one MNIST uses).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +39,19 @@ fn format_err(path: &Path, reason: impl Into<String>) -> DataError {
     }
 }
 
-/// Reads an IDX file of unsigned bytes, raw or gzip-compressed.
+fn io_err(path: &Path, error: std::io::Error) -> DataError {
+    DataError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// Reads an IDX file of unsigned bytes, raw or gzip-compressed (one gzip
+/// member or several concatenated, as `cat a.gz b.gz` or `pigz` write them).
+///
+/// Decompression stops one byte past the size the IDX header declares, so a
+/// small `.gz` that expands to gigabytes is refused after reading only the
+/// declared size, not held in memory whole.
 ///
 /// ```no_run
 /// let labels = flaxen_runtime::data::idx::read_idx("t10k-labels-idx1-ubyte.gz").unwrap();
@@ -41,15 +59,22 @@ fn format_err(path: &Path, reason: impl Into<String>) -> DataError {
 /// ```
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, DataError> {
     let path = path.as_ref();
-    let raw = std::fs::read(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_idx(path, &raw)
+    let meta = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+    if meta.is_dir() {
+        return Err(format_err(path, "is a directory, not an IDX file"));
+    }
+    let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let mut reader = BufReader::new(file);
+    let head = reader.fill_buf().map_err(|e| io_err(path, e))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        parse_stream(path, flate2::read::MultiGzDecoder::new(reader), None)
+    } else {
+        parse_stream(path, reader, Some(meta.len()))
+    }
 }
 
-/// Parses the bytes of an IDX file (raw or gzip); `path` only names the file
-/// in errors.
+/// Parses the bytes of an IDX file (raw or gzip, see [`read_idx`]); `path`
+/// only names the file in errors.
 ///
 /// ```
 /// use flaxen_runtime::data::idx::parse_idx;
@@ -61,60 +86,83 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, DataError> {
 /// assert!(parse_idx("labels".as_ref(), &bytes[..10]).is_err());
 /// ```
 pub fn parse_idx(path: &Path, raw: &[u8]) -> Result<IdxArray, DataError> {
-    let decompressed;
-    let bytes: &[u8] = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(raw)
-            .read_to_end(&mut out)
-            .map_err(|e| format_err(path, format!("corrupt or truncated gzip stream: {e}")))?;
-        decompressed = out;
-        &decompressed
+    if raw.starts_with(&GZIP_MAGIC) {
+        parse_stream(path, flate2::read::MultiGzDecoder::new(raw), None)
     } else {
-        raw
+        parse_stream(path, raw, Some(raw.len() as u64))
+    }
+}
+
+/// Reads into `buf` until it is full or the stream ends; returns the count.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Parses an IDX stream. `raw_len` is the total length of an uncompressed
+/// file (to report exactly how many bytes trail the data); `None` means the
+/// stream is gzip, whose read errors are corruption, not I/O failures.
+fn parse_stream(
+    path: &Path,
+    mut r: impl Read,
+    raw_len: Option<u64>,
+) -> Result<IdxArray, DataError> {
+    let read_err = |e: std::io::Error| match raw_len {
+        Some(_) => io_err(path, e),
+        None => format_err(path, format!("corrupt or truncated gzip stream: {e}")),
     };
-    if bytes.len() < 4 {
+    let mut magic = [0u8; 4];
+    let got = read_up_to(&mut r, &mut magic).map_err(read_err)?;
+    if got < 4 {
+        return Err(format_err(
+            path,
+            format!("truncated: {got} bytes, shorter than the 4-byte magic number"),
+        ));
+    }
+    let magic_value = u32::from_be_bytes(magic);
+    if magic[0] != 0 || magic[1] != 0 {
+        return Err(format_err(
+            path,
+            format!("bad magic number 0x{magic_value:08x}: an IDX file starts with two zero bytes (expected e.g. 0x00000803 for images, 0x00000801 for labels)"),
+        ));
+    }
+    if magic[2] != 0x08 {
         return Err(format_err(
             path,
             format!(
-                "truncated: {} bytes, shorter than the 4-byte magic number",
-                bytes.len()
+                "bad magic number 0x{magic_value:08x}: element type 0x{:02x} is not supported (only 0x08, unsigned bytes)",
+                magic[2]
             ),
         ));
     }
-    let magic = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    if bytes[0] != 0 || bytes[1] != 0 {
-        return Err(format_err(
-            path,
-            format!("bad magic number 0x{magic:08x}: an IDX file starts with two zero bytes (expected e.g. 0x00000803 for images, 0x00000801 for labels)"),
-        ));
-    }
-    if bytes[2] != 0x08 {
-        return Err(format_err(
-            path,
-            format!(
-                "bad magic number 0x{magic:08x}: element type 0x{:02x} is not supported (only 0x08, unsigned bytes)",
-                bytes[2]
-            ),
-        ));
-    }
-    let ndim = bytes[3] as usize;
+    let ndim = magic[3] as usize;
     if ndim == 0 {
         return Err(format_err(
             path,
-            format!("bad magic number 0x{magic:08x}: zero dimensions"),
+            format!("bad magic number 0x{magic_value:08x}: zero dimensions"),
         ));
     }
     let header = 4 + 4 * ndim;
-    if bytes.len() < header {
+    let mut dim_bytes = vec![0u8; 4 * ndim];
+    let got = read_up_to(&mut r, &mut dim_bytes).map_err(read_err)?;
+    if got < dim_bytes.len() {
         return Err(format_err(
             path,
             format!(
                 "truncated: the header of {ndim} dimensions needs {header} bytes, the file has {}",
-                bytes.len()
+                4 + got
             ),
         ));
     }
-    let dims: Vec<usize> = bytes[4..header]
+    let dims: Vec<usize> = dim_bytes
         .chunks_exact(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
         .collect();
@@ -122,7 +170,14 @@ pub fn parse_idx(path: &Path, raw: &[u8]) -> Result<IdxArray, DataError> {
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| format_err(path, format!("dimensions {dims:?} overflow")))?;
-    let body = &bytes[header..];
+    // One byte more than declared is enough to know the file is too long;
+    // reading no further bounds memory and time whatever the stream holds.
+    // The vector grows with what is actually read, so a header that
+    // declares a huge size does not allocate it up front.
+    let mut body = Vec::new();
+    r.take(expected as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(read_err)?;
     if body.len() < expected {
         return Err(format_err(
             path,
@@ -133,23 +188,24 @@ pub fn parse_idx(path: &Path, raw: &[u8]) -> Result<IdxArray, DataError> {
         ));
     }
     if body.len() > expected {
+        let extra = match raw_len {
+            Some(total) => format!("{}", total.saturating_sub((header + expected) as u64)),
+            None => "more".to_string(),
+        };
         return Err(format_err(
             path,
             format!(
-                "{} unexpected bytes after the {expected} bytes of data for dimensions {dims:?}",
-                body.len() - expected
+                "{extra} unexpected bytes after the {expected} bytes of data for dimensions {dims:?}"
             ),
         ));
     }
-    Ok(IdxArray {
-        dims,
-        data: body.to_vec(),
-    })
+    Ok(IdxArray { dims, data: body })
 }
 
 /// Builds a dataset from an images array (`[count, rows, cols]`) and a labels
-/// array (`[count]`); pixels are divided by `scale` (255 for MNIST, 16 for
-/// the UCI digits) and examples get shape `[1, rows, cols]` (NCHW).
+/// array (`[count]`) whose labels are all below `classes`; pixels are divided
+/// by `scale` (255 for MNIST, 16 for the UCI digits) and examples get shape
+/// `[1, rows, cols]` (NCHW).
 ///
 /// The paths only name the files in errors.
 pub(crate) fn images_and_labels(
@@ -158,6 +214,7 @@ pub(crate) fn images_and_labels(
     labels: IdxArray,
     labels_path: &Path,
     scale: f32,
+    classes: usize,
 ) -> Result<ArrayDataset, DataError> {
     if images.dims.len() != 3 {
         return Err(format_err(
@@ -190,13 +247,48 @@ pub(crate) fn images_and_labels(
             ),
         ));
     }
+    // A label past the last class would index out of bounds in the loss
+    // (dfdx panics there, mid-training); refuse it here, naming the file.
+    if let Some((i, &l)) = labels
+        .data
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l as usize >= classes)
+    {
+        return Err(format_err(
+            labels_path,
+            format!("label {l} of example {i} is out of range: there are {classes} classes (labels 0..={})", classes.saturating_sub(1)),
+        ));
+    }
     let features = images.data.iter().map(|&p| p as f32 / scale).collect();
     let labels = labels.data.iter().map(|&l| l as usize).collect();
     ArrayDataset::new(vec![1, images.dims[1], images.dims[2]], features, labels)
 }
 
-/// Loads an MNIST-style pair of IDX files: pixels scaled to `[0, 1]`
-/// (divided by 255), examples of shape `[1, rows, cols]`.
+/// Loads a pair of IDX files (images `[count, rows, cols]`, labels
+/// `[count]`) of a data set with `classes` classes: pixels scaled to
+/// `[0, 1]` (divided by 255), examples of shape `[1, rows, cols]`.
+///
+/// Fails, naming the file, if a label is not below `classes`.
+///
+/// ```no_run
+/// use flaxen_runtime::data::idx::load_idx_pair;
+///
+/// // EMNIST "balanced" has 47 classes.
+/// let test = load_idx_pair("emnist-balanced-test-images-idx3-ubyte.gz",
+///                          "emnist-balanced-test-labels-idx1-ubyte.gz", 47).unwrap();
+/// ```
+pub fn load_idx_pair(
+    images: impl AsRef<Path>,
+    labels: impl AsRef<Path>,
+    classes: usize,
+) -> Result<ArrayDataset, DataError> {
+    let (ip, lp) = (images.as_ref(), labels.as_ref());
+    images_and_labels(read_idx(ip)?, ip, read_idx(lp)?, lp, 255.0, classes)
+}
+
+/// Loads an MNIST-style pair of IDX files: [`load_idx_pair`] with
+/// [`MNIST_CLASSES`] (10) classes.
 ///
 /// ```no_run
 /// use flaxen_runtime::data::idx::load_mnist;
@@ -207,44 +299,82 @@ pub fn load_mnist(
     images: impl AsRef<Path>,
     labels: impl AsRef<Path>,
 ) -> Result<ArrayDataset, DataError> {
-    let (ip, lp) = (images.as_ref(), labels.as_ref());
-    images_and_labels(read_idx(ip)?, ip, read_idx(lp)?, lp, 255.0)
+    load_idx_pair(images, labels, MNIST_CLASSES)
+}
+
+/// The four files of an MNIST directory, as [`find_mnist_files`] found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MnistFiles {
+    /// `train-images-idx3-ubyte[.gz]`.
+    pub train_images: PathBuf,
+    /// `train-labels-idx1-ubyte[.gz]`.
+    pub train_labels: PathBuf,
+    /// `t10k-images-idx3-ubyte[.gz]`.
+    pub test_images: PathBuf,
+    /// `t10k-labels-idx1-ubyte[.gz]`.
+    pub test_labels: PathBuf,
+}
+
+/// Finds MNIST's four standard files in `dir` (`train-images-idx3-ubyte`,
+/// `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`,
+/// `t10k-labels-idx1-ubyte`), each raw or with a `.gz` suffix (the raw one
+/// wins when both exist).
+///
+/// Fails naming the file if neither form exists, or if the name is taken by
+/// a directory (or anything else that is not a file).
+///
+/// ```no_run
+/// let files = flaxen_runtime::data::idx::find_mnist_files("mnist").unwrap();
+/// println!("training images: {}", files.train_images.display());
+/// ```
+pub fn find_mnist_files(dir: impl AsRef<Path>) -> Result<MnistFiles, DataError> {
+    let dir = dir.as_ref();
+    let find = |stem: &str| -> Result<PathBuf, DataError> {
+        let raw = dir.join(stem);
+        let gz = dir.join(format!("{stem}.gz"));
+        // A file wins; failing that, say what holds the name (a directory
+        // named like the file is a likely slip when unpacking archives).
+        let mut not_a_file = None;
+        for p in [&raw, &gz] {
+            // `metadata` follows links, as opening the file does.
+            match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => return Ok(p.clone()),
+                Ok(m) => {
+                    let what = if m.is_dir() {
+                        "is a directory, not an IDX file"
+                    } else {
+                        "is not a regular file"
+                    };
+                    not_a_file.get_or_insert_with(|| format_err(p, what));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(p, e)),
+            }
+        }
+        Err(not_a_file.unwrap_or_else(|| {
+            format_err(
+                &raw,
+                format!("not found: neither {stem} nor {stem}.gz exists in this directory"),
+            )
+        }))
+    };
+    Ok(MnistFiles {
+        train_images: find("train-images-idx3-ubyte")?,
+        train_labels: find("train-labels-idx1-ubyte")?,
+        test_images: find("t10k-images-idx3-ubyte")?,
+        test_labels: find("t10k-labels-idx1-ubyte")?,
+    })
 }
 
 /// Loads MNIST's train and test sets from a directory holding the four
-/// standard files (`train-images-idx3-ubyte`, `train-labels-idx1-ubyte`,
-/// `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`), each raw or with a
-/// `.gz` suffix.
+/// standard files (see [`find_mnist_files`]), with [`load_mnist`].
 ///
 /// ```no_run
 /// let (train, test) = flaxen_runtime::data::idx::load_mnist_dir("mnist").unwrap();
 /// ```
 pub fn load_mnist_dir(dir: impl AsRef<Path>) -> Result<(ArrayDataset, ArrayDataset), DataError> {
-    let dir = dir.as_ref();
-    let find = |stem: &str| -> Result<PathBuf, DataError> {
-        let raw = dir.join(stem);
-        let gz = dir.join(format!("{stem}.gz"));
-        if raw.is_file() {
-            Ok(raw)
-        } else if gz.is_file() {
-            Ok(gz)
-        } else {
-            Err(DataError::Io {
-                path: raw,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("neither {stem} nor {stem}.gz exists in this directory"),
-                ),
-            })
-        }
-    };
-    let train = load_mnist(
-        find("train-images-idx3-ubyte")?,
-        find("train-labels-idx1-ubyte")?,
-    )?;
-    let test = load_mnist(
-        find("t10k-images-idx3-ubyte")?,
-        find("t10k-labels-idx1-ubyte")?,
-    )?;
+    let f = find_mnist_files(dir)?;
+    let train = load_mnist(&f.train_images, &f.train_labels)?;
+    let test = load_mnist(&f.test_images, &f.test_labels)?;
     Ok((train, test))
 }

@@ -17,12 +17,14 @@
 //! let _: &Tensor<Rank2<5, 32>, usize, Cpu> = &y;
 //! ```
 
+mod check;
 pub mod digits;
 pub mod idx;
 mod loader;
 pub(crate) mod rng;
 mod shape;
 
+pub use check::Requirements;
 pub use loader::{BatchOf, Loader, LoaderConfig, LoaderState, StackedOf};
 pub use shape::PrependDim;
 
@@ -32,13 +34,15 @@ use std::sync::Arc;
 /// Why data could not be read or batched.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    /// The file could not be opened or read.
-    #[error("{path}: {source}")]
+    /// The file could not be opened or read. The message holds the cause,
+    /// which is therefore not also chained as `source()` (it would print
+    /// twice under anyhow's "Caused by").
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a well-formed IDX file (or the pair does not match).
     #[error("{path}: {reason}")]

@@ -33,14 +33,70 @@ impl JsonlWriter {
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|source| LoggingError::Io {
+            .map_err(|error| LoggingError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
         Ok(Self {
             path,
             out: BufWriter::new(file),
         })
+    }
+
+    /// Drops the lines of `path` logged after `step` (and any line that is
+    /// not a complete JSON object, such as one cut by a kill mid-write), so
+    /// that a run resumed from the checkpoint of `step` does not log the
+    /// steps after it twice. Returns how many lines were dropped; a missing
+    /// file is left missing. The file is replaced atomically.
+    ///
+    /// ```
+    /// use flaxen_runtime::logging::JsonlWriter;
+    ///
+    /// let path = std::env::temp_dir().join(format!("flaxen-doc-{}.jsonl", std::process::id()));
+    /// std::fs::write(&path, "{\"step\":5,\"split\":\"train\"}\n{\"step\":10,\"split\":\"train\"}\n{\"st").unwrap();
+    /// assert_eq!(JsonlWriter::truncate_after(&path, 5).unwrap(), 2);
+    /// assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":5,\"split\":\"train\"}\n");
+    /// # std::fs::remove_file(path).unwrap();
+    /// ```
+    pub fn truncate_after(path: impl AsRef<Path>, step: u64) -> Result<usize, LoggingError> {
+        let path = path.as_ref();
+        let io = |error| LoggingError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io(e)),
+        };
+        let mut kept = String::with_capacity(text.len());
+        let mut dropped = 0;
+        // Only lines ending in a newline are complete.
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let (line, complete) = match rest.find('\n') {
+                Some(i) => {
+                    let line = &rest[..i];
+                    rest = &rest[i + 1..];
+                    (line, true)
+                }
+                None => (std::mem::take(&mut rest), false),
+            };
+            let line_step = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64));
+            match line_step {
+                Some(s) if complete && s <= step => {
+                    kept.push_str(line);
+                    kept.push('\n');
+                }
+                _ => dropped += 1,
+            }
+        }
+        if dropped > 0 {
+            crate::checkpoint::write_atomic(path, kept.as_bytes()).map_err(io)?;
+        }
+        Ok(dropped)
     }
 
     /// The file.
@@ -75,17 +131,17 @@ impl JsonlWriter {
         metrics: &[(&str, f64)],
     ) -> Result<(), LoggingError> {
         let line = Self::format_line(step, split, metrics)?;
-        writeln!(self.out, "{line}").map_err(|source| LoggingError::Io {
+        writeln!(self.out, "{line}").map_err(|error| LoggingError::Io {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 
     /// Flushes buffered lines to the file.
     pub fn flush(&mut self) -> Result<(), LoggingError> {
-        self.out.flush().map_err(|source| LoggingError::Io {
+        self.out.flush().map_err(|error| LoggingError::Io {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 }

@@ -31,13 +31,15 @@ use std::path::PathBuf;
 /// Why a log file could not be written or read back.
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
-    /// The file system failed.
-    #[error("{path}: {source}")]
+    /// The file system failed. The message holds the cause, which is
+    /// therefore not also chained as `source()` (it would print twice under
+    /// anyhow's "Caused by").
+    #[error("{path}: {error}")]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file read back is malformed (bad framing, CRC or encoding).
     #[error("{path}: {reason}")]

@@ -168,7 +168,7 @@ impl EventWriter {
         let dir = dir.as_ref();
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| LoggingError::Io { path, source }
+            move |error| LoggingError::Io { path, error }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let wall = now();
@@ -209,17 +209,17 @@ impl EventWriter {
     fn write_record(&mut self, data: &[u8]) -> Result<(), LoggingError> {
         self.out
             .write_all(&tfrecord(data))
-            .map_err(|source| LoggingError::Io {
+            .map_err(|error| LoggingError::Io {
                 path: self.path.clone(),
-                source,
+                error,
             })
     }
 
     /// Flushes buffered events so TensorBoard sees them.
     pub fn flush(&mut self) -> Result<(), LoggingError> {
-        self.out.flush().map_err(|source| LoggingError::Io {
+        self.out.flush().map_err(|error| LoggingError::Io {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 }
@@ -250,9 +250,9 @@ pub struct ScalarEvent {
 /// ```
 pub fn read_records(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>, LoggingError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| LoggingError::Io {
+    let bytes = std::fs::read(path).map_err(|error| LoggingError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let bad = |reason: String| LoggingError::Format {
         path: path.to_path_buf(),
