@@ -378,3 +378,84 @@ pub fn load_mnist_dir(dir: impl AsRef<Path>) -> Result<(ArrayDataset, ArrayDatas
     let test = load_mnist(&f.test_images, &f.test_labels)?;
     Ok((train, test))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Counts the bytes a parser pulls through it.
+    struct Counting<R> {
+        inner: R,
+        read: u64,
+    }
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    fn labels_file(n: u32) -> Vec<u8> {
+        let mut v = vec![0, 0, 8, 1];
+        v.extend_from_slice(&n.to_be_bytes());
+        v.extend((0..n).map(|i| (i % 10) as u8));
+        v
+    }
+
+    #[test]
+    fn reading_stops_one_byte_past_the_declared_size() {
+        // An endless stream after a valid file: unbounded reading would
+        // never return.
+        let file = labels_file(100);
+        let mut r = Counting {
+            inner: Read::chain(&file[..], std::io::repeat(0)),
+            read: 0,
+        };
+        let err = parse_stream(Path::new("endless"), &mut r, None).unwrap_err();
+        assert!(err.to_string().contains("unexpected bytes after"), "{err}");
+        assert_eq!(r.read, file.len() as u64 + 1);
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_after_the_declared_size() {
+        // A valid file followed by 64 MiB of zeros, compressed to ~64 KiB:
+        // only the declared size + 1 byte is decompressed.
+        let file = labels_file(1000);
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&file).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..64 {
+            enc.write_all(&zeros).unwrap();
+        }
+        let bomb = enc.finish().unwrap();
+        assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+        let mut r = Counting {
+            inner: flate2::read::MultiGzDecoder::new(&bomb[..]),
+            read: 0,
+        };
+        let err = parse_stream(Path::new("bomb.gz"), &mut r, None).unwrap_err();
+        assert!(err.to_string().contains("unexpected bytes after"), "{err}");
+        assert_eq!(r.read, file.len() as u64 + 1);
+        // The public entry point takes the same path.
+        let err = parse_idx(Path::new("bomb.gz"), &bomb).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("bomb.gz: more unexpected bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_huge_declared_size_allocates_only_what_is_read() {
+        // 4e9 × 4e9 × 1 bytes declared, 3 present: truncated, no allocation
+        // of the declared size.
+        let mut v = vec![0, 0, 8, 2];
+        v.extend_from_slice(&4_000_000_000u32.to_be_bytes());
+        v.extend_from_slice(&4_000_000_000u32.to_be_bytes());
+        v.extend_from_slice(&[1, 2, 3]);
+        let err = parse_idx(Path::new("huge"), &v).unwrap_err();
+        assert!(err.to_string().contains("truncated"), "{err}");
+    }
+}
