@@ -1,21 +1,23 @@
-//! Nested models with parameters, Flax style: `Block(features = 64)(x)`.
+//! Nested models, Flax style: `Block(features = 64)(x)`.
 //!
 //! The expansion of one model cannot see another item, so every
 //! `#[compact]` model also defines a `macro_rules!` under its own name (in
 //! the macro namespace) that hands its source on: `Block! { @source .. }`
 //! calls `compact_resume! { { <Block's impl> } .. }`. A model that nests
 //! others first collects their sources this way, one call per model (the
-//! request carries the sources gathered so far), and only then checks and
-//! expands itself, instantiating each nested call for its input shape and
+//! request carries the sources gathered so far), and only then is checked
+//! and expanded, instantiating each nested call for its input shape and
 //! arguments. So every shape stays known to the macro.
+//!
+//! This module only speaks the protocol; the driver decides what to do.
 
-use crate::parse::{self, Expr, Model};
-use crate::vocab::{self, LAYERS, OPS};
+use crate::ast::{Arm, Block, Callee, Expr, Model, Stmt};
+use crate::paths;
 use proc_macro2::{Literal, TokenStream};
-use quote::{quote, ToTokens};
-use std::collections::BTreeMap;
+use quote::{format_ident, quote, ToTokens};
+use std::collections::{BTreeMap, BTreeSet};
 use syn::parse::{ParseStream, Parser};
-use syn::{Error, Result};
+use syn::Result;
 
 /// Sources of nested models by path (as written, without spaces).
 pub type Sources = BTreeMap<String, TokenStream>;
@@ -25,104 +27,106 @@ pub fn key(path: &syn::Path) -> String {
     path.to_token_stream().to_string().replace(' ', "")
 }
 
-/// Whether a layer path names a nested model rather than a built-in layer
-/// (or a misspelt one, which the checker reports).
-pub fn is_nested(path: &syn::Path) -> bool {
-    let last = path
-        .segments
-        .last()
-        .map(|s| s.ident.to_string())
-        .unwrap_or_default();
-    if path.segments.len() == 1 {
-        !LAYERS.contains(&last.as_str())
-            && !OPS.contains(&last.as_str())
-            && vocab::nearest(&last, LAYERS)
-                .or_else(|| vocab::nearest(&last, OPS))
-                .is_none()
-    } else {
-        true
-    }
-}
-
-fn collect(e: &Expr, out: &mut Vec<syn::Path>) {
-    match e {
-        Expr::Layer { path, input, .. } => {
-            if is_nested(path) {
-                out.push(path.clone());
-            }
-            collect(input, out);
-        }
-        Expr::Op { input, .. } | Expr::Neg { input, .. } => collect(input, out),
-        Expr::Binary { lhs, rhs, .. } => {
-            collect(lhs, out);
-            collect(rhs, out);
-        }
-        Expr::Concat { inputs, .. } => inputs.iter().for_each(|e| collect(e, out)),
-        Expr::Var(_) | Expr::Scalar { .. } => {}
-    }
-}
-
-/// The nested models a model calls.
+/// The nested models a model calls, in every branch.
 pub fn nested_paths(m: &Model) -> Vec<syn::Path> {
     let mut out = Vec::new();
-    for l in &m.lets {
-        collect(&l.value, &mut out);
-    }
-    collect(&m.output, &mut out);
+    block(&m.body, &mut out);
     out
+}
+
+fn block(b: &Block, out: &mut Vec<syn::Path>) {
+    for s in &b.stmts {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => expr(value, out),
+            Stmt::For { start, end, body, .. } => {
+                expr(start, out);
+                expr(end, out);
+                block(body, out);
+            }
+        }
+    }
+    if let Some(v) = &b.value {
+        expr(v, out);
+    }
+}
+
+fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
+    match e {
+        Expr::Var(_) | Expr::SelfField(..) | Expr::Lit(..) => {}
+        Expr::Tuple(items, _) => items.iter().for_each(|i| expr(i, out)),
+        Expr::Unary { input, .. } => expr(input, out),
+        Expr::Binary { lhs, rhs, .. } => {
+            expr(lhs, out);
+            expr(rhs, out);
+        }
+        Expr::Field { base, .. } => expr(base, out),
+        Expr::Index { base, index, .. } => {
+            expr(base, out);
+            expr(index, out);
+        }
+        Expr::Call { callee, args, inputs, .. } => {
+            if let Callee::Nested(p) = callee {
+                out.push(p.clone());
+            }
+            args.iter().chain(inputs.iter().flatten()).for_each(|a| expr(&a.value, out));
+        }
+        Expr::If { cond, then, els, .. } => {
+            expr(cond, out);
+            block(then, out);
+            if let Some(e) = els {
+                expr(e, out);
+            }
+        }
+        Expr::Match { scrutinee, arms, .. } => {
+            expr(scrutinee, out);
+            for Arm { pats, guard, body } in arms {
+                pats.iter().chain(guard).for_each(|p| expr(p, out));
+                expr(body, out);
+            }
+        }
+        Expr::Block(b, _) => block(b, out),
+    }
 }
 
 /// The first nested model, of `m` or (transitively) of a known source,
 /// whose source is still missing.
-fn missing(m: &Model, sources: &Sources) -> Result<Option<syn::Path>> {
+pub fn missing(m: &Model, sources: &Sources) -> Option<syn::Path> {
     let mut todo = nested_paths(m);
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     while let Some(p) = todo.pop() {
         let k = key(&p);
         if !seen.insert(k.clone()) {
             continue;
         }
         match sources.get(&k) {
-            None => return Ok(Some(p)),
+            None => return Some(p),
             Some(src) => {
-                // A source that does not parse is reported when it is
-                // instantiated; here it just has nothing more to fetch.
-                if let Ok(inner) = parse::parse_model(src.clone(), None) {
+                // A source that does not parse is reported by its own
+                // expansion; here it just has nothing more to fetch.
+                if let Ok(inner) = crate::parse::parse_model(src.clone()) {
                     todo.extend(nested_paths(&inner));
                 }
             }
         }
     }
-    Ok(None)
+    None
 }
 
-/// `#[compact]`: expands at once, or starts collecting nested sources.
-pub fn compact(attr: TokenStream, item: TokenStream) -> Result<TokenStream> {
-    let model = parse::parse(attr, item.clone())?;
-    run(model, item, Sources::new())
-}
-
-fn run(model: Model, item: TokenStream, sources: Sources) -> Result<TokenStream> {
-    match missing(&model, &sources)? {
-        None => {
-            let plan = crate::check::check_with(model, &sources, 0)?;
-            Ok(crate::expand::expand(&plan))
-        }
-        Some(path) => {
-            let k = Literal::string(&key(&path));
-            let known = sources.iter().map(|(k, v)| {
-                let k = Literal::string(k);
-                quote!(#k { #v })
-            });
-            Ok(quote!(#path! { @source #k { #item } { #(#known)* } }))
-        }
-    }
+/// The request for `path`'s source, carrying the item and the sources
+/// gathered so far.
+pub fn request(path: &syn::Path, item: &TokenStream, sources: &Sources) -> TokenStream {
+    let k = Literal::string(&key(path));
+    let known = sources.iter().map(|(k, v)| {
+        let k = Literal::string(k);
+        quote!(#k { #v })
+    });
+    quote!(#path! { @source #k { #item } { #(#known)* } })
 }
 
 /// `compact_resume! { { <source> } "key" { <item> } { "k" { <src> } .. } }`:
-/// one more source delivered; fetch the next or expand.
-pub fn resume(input: TokenStream) -> Result<TokenStream> {
-    let parser = |ps: ParseStream| -> Result<(TokenStream, String, TokenStream, Sources)> {
+/// the item being expanded and every source known now.
+pub fn parse_resume(input: TokenStream) -> Result<(TokenStream, Sources)> {
+    let parser = |ps: ParseStream| -> Result<(TokenStream, Sources)> {
         let src;
         syn::braced!(src in ps);
         let src: TokenStream = src.parse()?;
@@ -139,21 +143,27 @@ pub fn resume(input: TokenStream) -> Result<TokenStream> {
             syn::braced!(v in known);
             sources.insert(kk.value(), v.parse()?);
         }
-        Ok((src, k.value(), item, sources))
+        sources.insert(k.value(), src);
+        Ok((item, sources))
     };
-    let (src, k, item, mut sources) = parser.parse2(input)?;
-    sources.insert(k, src);
-    let model = parse::parse_model(item.clone(), None)?;
-    run(model, item, sources)
+    parser.parse2(input)
 }
 
-/// Rejects a value that cannot be a nested model's source.
-pub fn check_depth(depth: usize, call: &TokenStream) -> Result<()> {
-    if depth > 16 {
-        return Err(Error::new_spanned(
-            call,
-            "nested models more than 16 deep: does a model call itself?",
-        ));
+/// The `macro_rules!` under the model's own name that hands its source to
+/// a model nesting it.
+pub fn source_macro(name: &syn::Ident, source: &TokenStream) -> TokenStream {
+    let mac = format_ident!("__flaxen_compact_{}", name);
+    let resume = paths::compact_resume();
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #mac {
+            (@source $($rest:tt)*) => {
+                #resume! { { #source } $($rest)* }
+            };
+        }
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub(crate) use #mac as #name;
     }
-    Ok(())
 }

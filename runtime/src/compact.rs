@@ -14,9 +14,8 @@ use dfdx::tensor::Storage;
 /// Every model's per-example input and output shapes and its parameter
 /// count, as associated consts usable in const-generic arguments of concrete
 /// types (`Const<{ <Block as Compact>::OUT_0 }>` is legal on stable Rust).
-/// The macro itself instantiates nested models from their source, so it
-/// knows their shapes; when it cannot (a model given only by these consts),
-/// it writes such arguments and checks them with `const` assertions.
+/// The macro instantiates nested models from their source, so it knows
+/// their shapes itself; the consts describe a model to generic code.
 ///
 /// Shapes are per example (the batch axis is not counted). Ranks are at most
 /// 4; unused dimensions are `0`.
@@ -81,37 +80,4 @@ pub fn scalar<E: Dtype>(value: f64) -> E {
             E::from_f32(f32::MIN).unwrap_or_default()
         }
     })
-}
-
-/// XLA's `SAME` padding `(low, high)` for one axis: the output keeps
-/// `ceil(size / stride)` elements and the smaller half of the padding goes
-/// first. Used in the types of layers after a nested model, whose sizes the
-/// macro cannot fold itself.
-///
-/// ```
-/// assert_eq!(flaxen_runtime::compact::same_padding(28, 4, 1), (1, 2));
-/// ```
-pub const fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
-    let stride = if stride == 0 { 1 } else { stride };
-    let out = size.div_ceil(stride);
-    let needed = out.saturating_sub(1) * stride + kernel;
-    let total = needed.saturating_sub(size);
-    (total / 2, total - total / 2)
-}
-
-/// Output size of a window of `kernel` with `stride` over an axis padded by
-/// `lo` and `hi`. The macro asserts beforehand that the window fits.
-///
-/// ```
-/// assert_eq!(flaxen_runtime::compact::conv_out_size(28, 3, 1, 0, 0), 26);
-/// ```
-pub const fn conv_out_size(
-    size: usize,
-    kernel: usize,
-    stride: usize,
-    lo: usize,
-    hi: usize,
-) -> usize {
-    let stride = if stride == 0 { 1 } else { stride };
-    (size + lo + hi).saturating_sub(kernel) / stride + 1
 }

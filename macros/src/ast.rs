@@ -1,0 +1,336 @@
+//! The parsed model: an AST that keeps the user's tokens, so that later
+//! phases report every error at the exact call (`syn::Error::new_spanned`
+//! underlines a whole range on stable Rust, where one joined `Span` is not
+//! available).
+
+use crate::symbol::{LayerKind, OpKind};
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+
+/// A parsed `#[compact] impl Name { fn forward(x: Input<..>, ..) { .. } }`.
+pub struct Model {
+    /// The type the impl is for (`Cnn`).
+    pub name: syn::Ident,
+    /// The input variable and its declared per-example shape.
+    pub input: InputDecl,
+    /// Block parameters (`features: Param<64>`), in declaration order.
+    pub params: Vec<ParamDecl>,
+    /// The body of `fn forward`.
+    pub body: Block,
+    /// Doc attributes of `fn forward`, copied onto the generated module.
+    pub docs: Vec<syn::Attribute>,
+    /// Other items of the impl block, passed through unchanged.
+    pub passthrough: Vec<syn::ImplItem>,
+}
+
+/// `x: Input<1, 28, 28>`.
+pub struct InputDecl {
+    /// The variable name.
+    pub var: syn::Ident,
+    /// The declared per-example sizes.
+    pub dims: Vec<usize>,
+}
+
+/// `features: Param<64>`: a block parameter and its default.
+pub struct ParamDecl {
+    /// The parameter's name.
+    pub name: syn::Ident,
+    /// Its default, a constant expression.
+    pub default: Expr,
+}
+
+/// `{ stmts; value }`.
+pub struct Block {
+    /// Statements, in order.
+    pub stmts: Vec<Stmt>,
+    /// The final expression (without `;`), if any.
+    pub value: Option<Box<Expr>>,
+    /// The closing brace, where a missing value is reported.
+    pub close: Span,
+}
+
+/// A statement of a block.
+pub enum Stmt {
+    /// `let x = ..;` / `let mut x = ..;`
+    Let {
+        /// The bound name.
+        var: syn::Ident,
+        /// Whether it was declared `mut`.
+        mutable: bool,
+        /// Its value.
+        value: Expr,
+    },
+    /// `x = ..;` (also `x += ..;`, desugared).
+    Assign {
+        /// The assigned variable.
+        var: syn::Ident,
+        /// The new value.
+        value: Expr,
+    },
+    /// `for i in a..b { .. }`, unrolled when the macro expands.
+    For {
+        /// The loop variable (`None` for `_`).
+        var: Option<syn::Ident>,
+        /// The start of the range.
+        start: Expr,
+        /// The end of the range.
+        end: Expr,
+        /// `a..=b` rather than `a..b`.
+        inclusive: bool,
+        /// The body.
+        body: Block,
+        /// The whole loop, for messages.
+        tokens: TokenStream,
+    },
+    /// An expression evaluated for its effects (`if c { x = f(x); }`).
+    Expr(Expr),
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `!b`
+    Not,
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `&&`
+    And,
+    /// `||`
+    Or,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    /// `+ - * /`: the operators that also work on tensors.
+    pub fn is_arithmetic(self) -> bool {
+        matches!(self, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
+    }
+}
+
+/// A literal.
+#[derive(Clone, Debug)]
+pub enum Lit {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// `true` / `false`.
+    Bool(bool),
+    /// A string (`name = "head"`, `padding = "SAME"`).
+    Str(String),
+}
+
+/// What a call calls, decided once by name when parsing.
+pub enum Callee {
+    /// A built-in layer.
+    Layer(LayerKind),
+    /// A built-in op.
+    Op(OpKind),
+    /// Another `#[compact]` model (`Block(features = 64)(x)`).
+    Nested(syn::Path),
+    /// A word that is neither; the message says what to write instead.
+    Unknown(String),
+}
+
+/// An argument: `features = 10` or `10`.
+pub struct Arg {
+    /// The keyword, for keyword arguments.
+    pub key: Option<syn::Ident>,
+    /// The value.
+    pub value: Expr,
+}
+
+/// A `match` arm.
+pub struct Arm {
+    /// The patterns (several for `a | b`); empty for `_`.
+    pub pats: Vec<Expr>,
+    /// An `if` guard.
+    pub guard: Option<Expr>,
+    /// The arm's value.
+    pub body: Expr,
+}
+
+/// An expression of the model language.
+pub enum Expr {
+    /// A variable (`x`), or a bare word (`SAME`).
+    Var(syn::Ident),
+    /// `self.features`: a block parameter, Flax's spelling.
+    SelfField(syn::Ident, TokenStream),
+    /// A literal.
+    Lit(Lit, TokenStream),
+    /// `(a, b)` or `[a, b]`.
+    Tuple(Vec<Expr>, TokenStream),
+    /// `-x`, `!b`.
+    Unary {
+        /// The operator.
+        op: UnOp,
+        /// The operand.
+        input: Box<Expr>,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `lhs op rhs`.
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// Left operand.
+        lhs: Box<Expr>,
+        /// Right operand.
+        rhs: Box<Expr>,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `x.shape`.
+    Field {
+        /// The value whose field is read.
+        base: Box<Expr>,
+        /// The field.
+        member: syn::Ident,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `x.shape[-1]`, `t[0]`.
+    Index {
+        /// The indexed value.
+        base: Box<Expr>,
+        /// The index.
+        index: Box<Expr>,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `Layer(args)(inputs)` (with `inputs`) or `op(args)` (without).
+    Call {
+        /// What is called.
+        callee: Callee,
+        /// The callee's name as written, for messages.
+        name: TokenStream,
+        /// Construction arguments (for an op: its input first).
+        args: Vec<Arg>,
+        /// For `Layer(..)(inputs)`: the inputs.
+        inputs: Option<Vec<Arg>>,
+        /// The whole call.
+        tokens: TokenStream,
+    },
+    /// `if cond { .. } else { .. }`, decided when the macro expands.
+    If {
+        /// The condition.
+        cond: Box<Expr>,
+        /// The branch taken when it holds.
+        then: Block,
+        /// The `else` branch (a block or another `if`).
+        els: Option<Box<Expr>>,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `match v { 1 => .., _ => .. }`, decided when the macro expands.
+    Match {
+        /// The matched value.
+        scrutinee: Box<Expr>,
+        /// The arms, in order.
+        arms: Vec<Arm>,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
+    /// `{ .. }`.
+    Block(Block, TokenStream),
+}
+
+impl Expr {
+    /// The tokens of the expression, for messages.
+    pub fn tokens(&self) -> TokenStream {
+        match self {
+            Expr::Var(v) => v.to_token_stream(),
+            Expr::SelfField(_, t)
+            | Expr::Lit(_, t)
+            | Expr::Tuple(_, t)
+            | Expr::Unary { tokens: t, .. }
+            | Expr::Binary { tokens: t, .. }
+            | Expr::Field { tokens: t, .. }
+            | Expr::Index { tokens: t, .. }
+            | Expr::Call { tokens: t, .. }
+            | Expr::If { tokens: t, .. }
+            | Expr::Match { tokens: t, .. }
+            | Expr::Block(_, t) => t.clone(),
+        }
+    }
+
+    /// How messages name the value: `` `x` `` for a variable or a short
+    /// expression, else "its input".
+    pub fn describe(&self) -> String {
+        let text = compact_text(&self.tokens());
+        if text.len() <= 40 {
+            format!("`{text}`")
+        } else {
+            "its input".to_string()
+        }
+    }
+}
+
+/// Source-like text of tokens: `Block()(x)` rather than `Block () (x)`.
+pub fn compact_text(tokens: &TokenStream) -> String {
+    let raw = tokens.to_string();
+    let chars: Vec<char> = raw.chars().collect();
+    let mut out = String::with_capacity(raw.len());
+    for (i, c) in chars.iter().enumerate() {
+        if *c == ' ' {
+            let prev = if i > 0 { chars[i - 1] } else { ' ' };
+            let next = chars.get(i + 1).copied().unwrap_or(' ');
+            // A sign glues to its number: `(- 1)` is `(-1)`, `a - b` stays.
+            let sign = matches!(prev, '-' | '!')
+                && (i < 2 || matches!(chars[i - 2], '(' | '[' | ','));
+            if sign
+                || matches!(next, '(' | ')' | ',' | '.' | ']' | '[')
+                || matches!(prev, '(' | '[' | '.')
+            {
+                continue;
+            }
+        }
+        out.push(*c);
+    }
+    out
+}

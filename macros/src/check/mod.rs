@@ -1,0 +1,257 @@
+//! Checking: runs the model's body at expansion time and lowers it to a
+//! [`Plan`].
+//!
+//! The checker evaluates `fn forward` like an interpreter whose tensors
+//! are shapes: values known at expansion (block parameters, loop indices,
+//! `x.shape[-1]`) are computed, `for` loops unrolled and `if`/`match`
+//! decided, and every layer, op and arithmetic on tensors becomes a step in
+//! evaluation order. Every independent mistake is recorded in the [`Ctxt`],
+//! each at the call it concerns; a value whose expression failed is
+//! "poisoned", so later uses of it are skipped rather than reported again.
+//! The checker writes no code: it records typed layers and ops, whose own
+//! modules generate it.
+
+mod call;
+mod eval;
+
+use crate::ast::{BinOp, Model};
+use crate::ctxt::Ctxt;
+use crate::layers::Layer;
+use crate::nest::Sources;
+use crate::ops::Op;
+use crate::value::{ArgVal, Val};
+use quote::format_ident;
+use std::collections::{BTreeSet, HashMap};
+use syn::Error;
+
+/// What the expansion needs: the checked model.
+pub struct Plan {
+    /// The model's type (`Cnn`, or a hidden instance type).
+    pub name: syn::Ident,
+    /// The generated module type (`CnnModule`).
+    pub module: syn::Ident,
+    /// Steps in evaluation order; step 0 is the input.
+    pub steps: Vec<Step>,
+    /// The step whose value is the output.
+    pub output: usize,
+    /// Layers with parameters (struct fields), in call order.
+    pub fields: Vec<Field>,
+    /// Nested models instantiated for this one, expanded next to it.
+    pub inlined: Vec<Plan>,
+    /// The nested models' paths as written, which the expansion names so
+    /// that rustc checks they are `#[compact]` models.
+    pub nested_paths: Vec<syn::Path>,
+}
+
+/// A layer with parameters, stored in the module.
+pub struct Field {
+    /// Field name and checkpoint key prefix (`conv_0`).
+    pub name: syn::Ident,
+    /// The layer.
+    pub layer: Layer,
+}
+
+/// One tensor of the forward pass.
+pub struct Step {
+    /// How it is computed.
+    pub kind: Kind,
+    /// Its per-example shape.
+    pub shape: Vec<usize>,
+}
+
+/// How a step is computed from earlier steps (given by index).
+pub enum Kind {
+    /// The model input.
+    Input,
+    /// A field's module applied to a value.
+    Field { field: usize, input: usize },
+    /// An op on these steps.
+    Op { op: Op, inputs: Vec<usize> },
+    /// Tensor-tensor arithmetic.
+    Binary(BinOp, usize, usize),
+    /// Tensor-scalar arithmetic; `scalar_first` for `s - x` and the like.
+    Scalar { op: BinOp, input: usize, value: f64, scalar_first: bool },
+    /// `-x`
+    Neg(usize),
+}
+
+impl Kind {
+    /// The steps this one reads, in the order the generated code reads them.
+    pub fn inputs(&self) -> Vec<usize> {
+        match self {
+            Kind::Input => vec![],
+            Kind::Field { input, .. } | Kind::Scalar { input, .. } | Kind::Neg(input) => vec![*input],
+            Kind::Op { inputs, .. } => inputs.clone(),
+            Kind::Binary(_, a, b) => vec![*a, *b],
+        }
+    }
+}
+
+/// How a model is instantiated: as declared, or inside another model for
+/// the caller's input shape and parameter values.
+pub struct Instance {
+    /// The type the plan is for.
+    pub name: syn::Ident,
+    /// The per-example input shape.
+    pub dims: Vec<usize>,
+    /// Parameter values given by the caller (positional or by keyword).
+    pub args: Vec<ArgVal>,
+}
+
+/// A variable.
+struct Binding {
+    val: Val,
+    mutable: bool,
+}
+
+struct Checker<'a> {
+    cx: Ctxt,
+    steps: Vec<Step>,
+    fields: Vec<Field>,
+    inlined: Vec<Plan>,
+    nested_paths: Vec<syn::Path>,
+    /// Lexical scopes, innermost last.
+    scopes: Vec<HashMap<String, Binding>>,
+    /// Block parameters (`features`, also `self.features`).
+    params: HashMap<String, Val>,
+    /// The next automatic index per layer kind (`dense` → 2).
+    counters: HashMap<String, usize>,
+    names: BTreeSet<String>,
+    model: &'a Model,
+    /// The model's type name (instance types are named after it).
+    outer: syn::Ident,
+    sources: &'a Sources,
+    depth: usize,
+}
+
+/// Checks a model as declared (input shape and parameter defaults).
+pub fn check(model: &Model, sources: &Sources) -> syn::Result<Plan> {
+    let inst = Instance { name: model.name.clone(), dims: model.input.dims.clone(), args: Vec::new() };
+    check_instance(model, inst, sources, 0)
+}
+
+/// Checks a model for an instance, or returns every error.
+pub fn check_instance(model: &Model, inst: Instance, sources: &Sources, depth: usize) -> syn::Result<Plan> {
+    let mut c = Checker {
+        cx: Ctxt::new(),
+        steps: vec![Step { kind: Kind::Input, shape: inst.dims.clone() }],
+        fields: Vec::new(),
+        inlined: Vec::new(),
+        nested_paths: Vec::new(),
+        scopes: vec![HashMap::new()],
+        params: HashMap::new(),
+        counters: HashMap::new(),
+        names: BTreeSet::new(),
+        model,
+        outer: inst.name.clone(),
+        sources,
+        depth,
+    };
+    c.bind_params(&inst.args);
+    c.declare(&model.input.var, Val::Tensor(0), false);
+    let out = c.block(&model.body, true);
+    let output = match out {
+        Val::Tensor(i) => Some(i),
+        Val::Poison => None,
+        other => {
+            c.cx.error_at(model.body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(), format!("the model output must be a tensor, not {}", other.kind()));
+            None
+        }
+    };
+    if output.is_none() && !c.cx.has_errors() {
+        c.cx.push(Error::new(model.body.close, "the model has no output"));
+    }
+    c.cx.check()?;
+    let output = output.ok_or_else(|| Error::new(model.body.close, "the model has no output"))?;
+    Ok(Plan {
+        module: format_ident!("{}Module", inst.name),
+        name: inst.name,
+        steps: c.steps,
+        output,
+        fields: c.fields,
+        inlined: c.inlined,
+        nested_paths: c.nested_paths,
+    })
+}
+
+impl Checker<'_> {
+    /// Binds block parameters: the caller's values over the defaults.
+    fn bind_params(&mut self, args: &[ArgVal]) {
+        let decls = &self.model.params;
+        let mut given: HashMap<String, Val> = HashMap::new();
+        let mut positional = 0;
+        for a in args {
+            let slot = match &a.key {
+                Some(k) => match decls.iter().find(|d| d.name == *k) {
+                    Some(d) => Some(d.name.to_string()),
+                    None => {
+                        let names: Vec<String> = decls.iter().map(|d| d.name.to_string()).collect();
+                        let model = &self.model.name;
+                        let msg = if names.is_empty() {
+                            format!("`{model}` takes no parameters besides `name`; declare one as `fn forward(x: Input<..>, {k}: Param<default>)`")
+                        } else {
+                            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                            let near = crate::symbol::nearest(&k.to_string(), &refs).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+                            format!("`{model}` has no parameter `{k}`{near}\nhelp: its parameters are: {}", names.join(", "))
+                        };
+                        self.cx.push(Error::new(k.span(), msg));
+                        None
+                    }
+                },
+                None => {
+                    positional += 1;
+                    match decls.get(positional - 1) {
+                        Some(d) => Some(d.name.to_string()),
+                        None => {
+                            self.cx.error_at(a, format!("`{}` takes {} parameter(s), given positionally in declaration order", self.model.name, decls.len()));
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(name) = slot {
+                if !a.val.is_constant() && !a.val.is_poison() {
+                    self.cx.error_at(a, format!("`{name}` is a block parameter, a value known when the macro expands (a number, a boolean, a tuple), not {}; pass tensors as inputs", a.val.kind()));
+                }
+                if given.insert(name.clone(), a.val.clone()).is_some() {
+                    self.cx.push(Error::new(a.span(), format!("`{name}` is given twice")));
+                }
+            }
+        }
+        for d in decls {
+            let v = match given.remove(&d.name.to_string()) {
+                Some(v) => v,
+                None => self.const_expr(&d.default),
+            };
+            self.params.insert(d.name.to_string(), v.clone());
+            self.declare(&d.name, v, false);
+        }
+    }
+
+    fn declare(&mut self, var: &syn::Ident, val: Val, mutable: bool) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.insert(var.to_string(), Binding { val, mutable });
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Binding> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    /// Every variable in scope, for suggestions.
+    fn visible(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.scopes.iter().flat_map(|s| s.keys().cloned()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    fn push(&mut self, kind: Kind, shape: Vec<usize>) -> Val {
+        self.steps.push(Step { kind, shape });
+        Val::Tensor(self.steps.len() - 1)
+    }
+
+    fn shape(&self, step: usize) -> &[usize] {
+        &self.steps[step].shape
+    }
+}

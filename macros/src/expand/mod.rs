@@ -1,0 +1,231 @@
+//! Code generation from a checked [`Plan`].
+//!
+//! For `struct Cnn` the expansion emits `CnnModule<E, D>` (one field per
+//! layer with parameters), `BuildOnDevice` for `Cnn`, `TensorCollection`,
+//! `Module` and `ModuleMut` for batched inputs, `Clone`, `Debug` and the
+//! `Compact` consts. The `Module` impls state every layer's input and
+//! output type in their where-clauses, so the body type-checks from the
+//! where-clauses alone and rustc checks each shape again, against the layer
+//! impls, wherever the model is used. When the checker failed, [`stub`]
+//! emits the same items around an error type instead.
+
+mod forward;
+mod stub;
+
+use crate::check::{Kind, Plan};
+use crate::gen::Mode;
+use crate::paths;
+use crate::shape;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub use stub::stub;
+
+/// Fields grouped into nested tuples of at most 6, the largest arity dfdx's
+/// `ModuleFields` is implemented for.
+fn nest(items: Vec<TokenStream>) -> TokenStream {
+    if items.len() <= 6 {
+        return quote!((#(#items,)*));
+    }
+    let groups: Vec<TokenStream> = items.chunks(6).map(|c| quote!((#(#c,)*))).collect();
+    nest(groups)
+}
+
+/// Generates everything for a checked model and the instances of the
+/// models it nests.
+pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let rt = paths::compact();
+    let Plan { name, module, fields, .. } = plan;
+    let fnames: Vec<&syn::Ident> = fields.iter().map(|f| &f.name).collect();
+    let ftys: Vec<TokenStream> = fields.iter().map(|f| f.layer.ty()).collect();
+    let (in_shape, out_shape) = (&plan.steps[0].shape, &plan.steps[plan.output].shape);
+    let struct_doc = module_doc(plan).into_iter().map(|l| quote!(#[doc = #l]));
+
+    // TensorCollection: visit each field by name; rebuild with the same
+    // layout, then restore Flax's settings where dfdx's defaults differ.
+    let visits = fields.iter().map(|f| {
+        let n = &f.name;
+        let key = n.to_string();
+        quote!(Self::module(#key, |s| &s.#n, |s| &mut s.#n))
+    });
+    let visit_tuple = nest(visits.collect());
+    let pattern = nest(fnames.iter().map(|n| quote!(#n)).collect());
+    let inits = fields.iter().filter_map(|f| {
+        let (n, stmts) = (&f.name, f.layer.init());
+        (!stmts.is_empty()).then(|| quote!({ let __f = &mut __m.#n; #(#stmts)* }))
+    });
+    let phantom = fields.is_empty();
+    let (marker_field, marker_init) = marker(phantom);
+
+    let (in_ty, out_ty) = (crate::gen::tensor_ty(in_shape), crate::gen::tensor_ty(out_shape));
+    // `Module` and `ModuleMut`, each for the input tensor and for the input
+    // marked `NoInputGrad(x)` (the convolutions that read it skip its
+    // gradient; every other reader computes it as usual).
+    let modules = [(false, false), (true, false), (false, true), (true, true)].map(|(mutable, no_input_grad)| {
+        let mode = Mode { mutable };
+        let (wheres, body) = forward::forward(plan, &mode, no_input_grad);
+        let (tr, call) = (mode.tr(), mode.call());
+        let this = if mutable { quote!(&mut self) } else { quote!(&self) };
+        let (arg_ty, unwrap) = if no_input_grad {
+            let l = paths::layers();
+            (quote!(#l::NoInputGrad<#in_ty>), quote!(let __t0 = __t0.0;))
+        } else {
+            (in_ty.clone(), quote!())
+        };
+        quote! {
+            impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D>>
+                #tr<#arg_ty> for #module<E, D>
+            where #(#wheres,)*
+            {
+                type Output = #out_ty;
+                type Error = D::Err;
+                #[allow(unused_variables, clippy::let_and_return)]
+                fn #call(#this, __t0: #arg_ty) -> ::core::result::Result<Self::Output, D::Err> {
+                    #unwrap
+                    #body
+                }
+            }
+        }
+    });
+    let params: usize = fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+    let consts = compact_consts(in_shape, out_shape, params);
+    // Name each nested model as its user: a private model only called as a
+    // layer is not dead code, and rustc checks the path is a model.
+    let uses = plan.nested_paths.iter().map(|p| quote!(const _: usize = <#p as #rt::Compact>::IN_RANK;));
+    let instances = plan.inlined.iter().map(|p| {
+        let (name, body) = (&p.name, expand(p, &[]));
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types)]
+            pub struct #name;
+            #body
+        }
+    });
+    quote! {
+        #(#instances)*
+
+        #(#docs)*
+        #(#struct_doc)*
+        #[allow(non_camel_case_types)]
+        pub struct #module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> {
+            #(#[allow(missing_docs)] pub #fnames: #ftys,)*
+            #marker_field
+        }
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> ::core::clone::Clone for #module<E, D>
+        where #(#ftys: ::core::clone::Clone,)*
+        {
+            fn clone(&self) -> Self {
+                Self { #(#fnames: ::core::clone::Clone::clone(&self.#fnames),)* #marker_init }
+            }
+        }
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> ::core::fmt::Debug for #module<E, D>
+        where #(#ftys: ::core::fmt::Debug,)*
+        {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!(#module))
+                    #(.field(::core::stringify!(#fnames), &self.#fnames))*
+                    .finish()
+            }
+        }
+
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::BuildOnDevice<D, E> for #name {
+            type Built = #module<E, D>;
+        }
+
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::TensorCollection<E, D> for #module<E, D> {
+            type To<E2: #dfdx::shapes::Dtype, D2: #dfdx::tensor_ops::Device<E2>> = #module<E2, D2>;
+
+            fn iter_tensors<V: #dfdx::nn::ModuleVisitor<Self, E, D>>(
+                visitor: &mut V,
+            ) -> ::core::result::Result<::core::option::Option<Self::To<V::E2, V::D2>>, V::Err> {
+                visitor.visit_fields(#visit_tuple, |#pattern| {
+                    #[allow(unused_mut)]
+                    let mut __m = #module { #(#fnames,)* #marker_init };
+                    #(#inits)*
+                    __m
+                })
+            }
+        }
+
+        #(#modules)*
+
+        impl #rt::Compact for #name {
+            type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
+            #consts
+        }
+
+        #(#uses)*
+    }
+}
+
+/// The marker field of a module without fields (and its initialiser).
+fn marker(phantom: bool) -> (TokenStream, TokenStream) {
+    if phantom {
+        (
+            quote!(#[doc(hidden)] pub __marker: ::core::marker::PhantomData<fn() -> (E, D)>,),
+            quote!(__marker: ::core::marker::PhantomData,),
+        )
+    } else {
+        (quote!(), quote!())
+    }
+}
+
+/// The `Compact` consts: shapes (unused axes 0) and the parameter count.
+fn compact_consts(in_shape: &[usize], out_shape: &[usize], params: usize) -> TokenStream {
+    let dims = |s: &[usize]| -> [usize; 4] { [0, 1, 2, 3].map(|k| s.get(k).copied().unwrap_or(0)) };
+    let [i0, i1, i2, i3] = dims(in_shape);
+    let [o0, o1, o2, o3] = dims(out_shape);
+    let (in_rank, out_rank) = (in_shape.len(), out_shape.len());
+    quote! {
+        const IN_RANK: usize = #in_rank;
+        const IN_0: usize = #i0;
+        const IN_1: usize = #i1;
+        const IN_2: usize = #i2;
+        const IN_3: usize = #i3;
+        const OUT_RANK: usize = #out_rank;
+        const OUT_0: usize = #o0;
+        const OUT_1: usize = #o1;
+        const OUT_2: usize = #o2;
+        const OUT_3: usize = #o3;
+        const NUM_PARAMS: usize = #params;
+    }
+}
+
+/// The rustdoc of the generated module: a table of layers with output shape
+/// and parameter count.
+fn module_doc(plan: &Plan) -> Vec<String> {
+    let name = &plan.name;
+    let mut lines = vec![
+        String::new(),
+        format!("The module `#[compact]` built from `{name}` (`dev.build_module::<{name}, f32>()`)."),
+        String::new(),
+        format!(
+            "Input per example: `{}`; output per example: `{}` (the batch axis comes first and may be any `Dim`).",
+            shape::show(&plan.steps[0].shape),
+            shape::show(&plan.steps[plan.output].shape)
+        ),
+        String::new(),
+        "| layer | output shape | trainable parameters |".into(),
+        "| --- | --- | --- |".into(),
+    ];
+    for s in &plan.steps {
+        let row = match &s.kind {
+            Kind::Field { field, .. } => {
+                let f = &plan.fields[*field];
+                Some((format!("`{}`: {}", f.name, f.layer.doc()), f.layer.params()))
+            }
+            Kind::Op { op, .. } => op.doc().map(|d| (d, 0)),
+            _ => None,
+        };
+        if let Some((d, p)) = row {
+            lines.push(format!("| {d} | `{}` | {p} |", shape::show(&s.shape)));
+        }
+    }
+    let total = plan.fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+    lines.push(String::new());
+    lines.push(format!("Trainable parameters: {total}."));
+    lines
+}

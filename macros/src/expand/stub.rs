@@ -1,0 +1,95 @@
+//! What a model that has errors expands to: its errors, and its module type
+//! with every trait impl a caller uses (tokio-macros' `entry.rs` idea), so
+//! rustc reports the macro's messages and nothing after them.
+//!
+//! The outputs of the stub's `Module` impls are an array type whose length
+//! is a block holding the `compile_error!`s: rustc gives such a type its
+//! error type, and it does not report what follows from an error type (a
+//! caller's `let y: Tensor<..> = model.forward(x)` or a loss on `y`).
+
+use crate::paths;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// The stub of `name`'s module carrying `errors`; `input` is the declared
+/// per-example shape when it parsed.
+pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let rt = paths::compact();
+    let module = format_ident!("{}Module", name);
+    let invalid = format_ident!("__FlaxenInvalid{}", name);
+    let errors = errors.to_compile_error();
+    let (ph, ph_init) = (
+        quote!(#[doc(hidden)] pub __marker: ::core::marker::PhantomData<fn() -> (E, D)>,),
+        quote!(__marker: ::core::marker::PhantomData,),
+    );
+    let input = input.unwrap_or(&[]);
+    let dims = [0, 1, 2, 3].map(|k| input.get(k).copied().unwrap_or(0));
+    let [i0, i1, i2, i3] = dims;
+    let rank = input.len();
+    let modules = [quote!(#dfdx::nn::Module), quote!(#dfdx::nn::ModuleMut)].map(|tr| {
+        let (call, this) = if tr.to_string().ends_with("ModuleMut") {
+            (quote!(try_forward_mut), quote!(&mut self))
+        } else {
+            (quote!(try_forward), quote!(&self))
+        };
+        quote! {
+            impl<X, E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #tr<X> for #module<E, D> {
+                type Output = #invalid;
+                type Error = ::core::convert::Infallible;
+                fn #call(#this, _: X) -> ::core::result::Result<Self::Output, Self::Error> {
+                    ::core::unreachable!()
+                }
+            }
+        }
+    });
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        type #invalid = [(); { #errors 0 }];
+
+        #[allow(non_camel_case_types)]
+        pub struct #module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> { #ph }
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> ::core::clone::Clone for #module<E, D> {
+            fn clone(&self) -> Self { Self { #ph_init } }
+        }
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> ::core::fmt::Debug for #module<E, D> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(::core::stringify!(#module))
+            }
+        }
+
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::BuildOnDevice<D, E> for #name {
+            type Built = #module<E, D>;
+        }
+
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::TensorCollection<E, D> for #module<E, D> {
+            type To<E2: #dfdx::shapes::Dtype, D2: #dfdx::tensor_ops::Device<E2>> = #module<E2, D2>;
+
+            fn iter_tensors<V: #dfdx::nn::ModuleVisitor<Self, E, D>>(
+                visitor: &mut V,
+            ) -> ::core::result::Result<::core::option::Option<Self::To<V::E2, V::D2>>, V::Err> {
+                visitor.visit_fields((), |()| #module { #ph_init })
+            }
+        }
+
+        #(#modules)*
+
+        impl #rt::Compact for #name {
+            type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
+            const IN_RANK: usize = #rank;
+            const IN_0: usize = #i0;
+            const IN_1: usize = #i1;
+            const IN_2: usize = #i2;
+            const IN_3: usize = #i3;
+            const OUT_RANK: usize = 0;
+            const OUT_0: usize = 0;
+            const OUT_1: usize = 0;
+            const OUT_2: usize = 0;
+            const OUT_3: usize = 0;
+            const NUM_PARAMS: usize = 0;
+        }
+    }
+}

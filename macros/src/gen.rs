@@ -1,0 +1,78 @@
+//! Small pieces of generated code shared by the layers, the ops and the
+//! expansion.
+
+use crate::paths;
+use proc_macro2::{Literal, TokenStream};
+use quote::quote;
+
+/// An unsuffixed integer literal (`32`, not `32usize`), so generated types
+/// read like hand-written ones in rustdoc and compiler messages.
+pub fn lit(n: usize) -> Literal {
+    Literal::usize_unsuffixed(n)
+}
+
+/// `(B, Const<d0>, Const<d1>, ..)`: the batched shape of a per-example one.
+pub fn batched_shape(shape: &[usize]) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let dims = shape.iter().map(|d| {
+        let d = lit(*d);
+        quote!(#dfdx::shapes::Const<#d>)
+    });
+    quote!((B, #(#dims,)*))
+}
+
+/// The batched tensor type of a per-example shape, with tape `T`.
+pub fn tensor_ty(shape: &[usize]) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let s = batched_shape(shape);
+    quote!(#dfdx::tensor::Tensor<#s, E, D, T>)
+}
+
+/// The trait a forward pass implements: `Module` (inference) or
+/// `ModuleMut` (training).
+pub struct Mode {
+    /// `ModuleMut` rather than `Module`.
+    pub mutable: bool,
+}
+
+impl Mode {
+    /// The trait's path.
+    pub fn tr(&self) -> TokenStream {
+        let dfdx = paths::dfdx();
+        if self.mutable {
+            quote!(#dfdx::nn::ModuleMut)
+        } else {
+            quote!(#dfdx::nn::Module)
+        }
+    }
+
+    /// The trait's method.
+    pub fn call(&self) -> TokenStream {
+        if self.mutable {
+            quote!(try_forward_mut)
+        } else {
+            quote!(try_forward)
+        }
+    }
+
+    /// `&mut` or `&`.
+    pub fn by_ref(&self) -> TokenStream {
+        if self.mutable {
+            quote!(&mut)
+        } else {
+            quote!(&)
+        }
+    }
+
+    /// Runs the module `module` (an expression) of type `ty` on `arg` with
+    /// input type `in_ty` and output type `out_ty`: the call and the
+    /// where-clause that states it, so the body type-checks from the
+    /// where-clauses alone.
+    pub fn apply(&self, ty: &TokenStream, module: TokenStream, arg: TokenStream, in_ty: &TokenStream, out_ty: &TokenStream) -> (TokenStream, TokenStream) {
+        let (tr, call) = (self.tr(), self.call());
+        (
+            quote!(#tr::#call(#module, #arg)?),
+            quote!(#ty: #tr<#in_ty, Output = #out_ty, Error = D::Err>),
+        )
+    }
+}

@@ -1,0 +1,160 @@
+//! The layers of the model language, one file each: its signature (names,
+//! positions, defaults), its validation and shape rule (`check`), and the
+//! code that names its runtime module (`ty`, `init`).
+//!
+//! The checker calls `check` and records the returned [`Layer`]; the
+//! expansion calls its codegen methods. A layer with parameters becomes a
+//! field of the generated module; `Dropout` has none and becomes an
+//! [`Op`](crate::ops::Op).
+
+mod batch_norm;
+mod conv;
+mod dense;
+mod dropout;
+mod group_norm;
+mod layer_norm;
+mod nested;
+mod rms_norm;
+mod self_attention;
+
+use crate::args::{Bound, Sig};
+use crate::ctxt::Ctxt;
+use crate::ops::Op;
+use crate::symbol::LayerKind;
+use proc_macro2::TokenStream;
+
+pub use crate::rules::Site;
+pub use nested::Nested;
+
+/// A checked layer with parameters: a field of the generated module.
+pub enum Layer {
+    /// `Dense`
+    Dense(dense::Dense),
+    /// `Conv`
+    Conv(conv::Conv),
+    /// `BatchNorm`
+    BatchNorm(batch_norm::BatchNorm),
+    /// `LayerNorm`
+    LayerNorm(layer_norm::LayerNorm),
+    /// `RMSNorm`
+    RmsNorm(rms_norm::RmsNorm),
+    /// `GroupNorm`
+    GroupNorm(group_norm::GroupNorm),
+    /// `SelfAttention`
+    SelfAttention(self_attention::SelfAttention),
+    /// Another `#[compact]` model, instantiated for this call.
+    Nested(Nested),
+}
+
+/// What checking a layer call gives.
+pub enum Checked {
+    /// A layer with parameters and its output shape.
+    Field(Layer, Vec<usize>),
+    /// A layer without parameters (`Dropout`).
+    Op(Op),
+}
+
+/// The signature of a built-in layer.
+pub fn sig(kind: LayerKind) -> &'static Sig {
+    match kind {
+        LayerKind::Dense => &dense::SIG,
+        LayerKind::Conv => &conv::SIG,
+        LayerKind::Dropout => &dropout::SIG,
+        LayerKind::BatchNorm => &batch_norm::SIG,
+        LayerKind::LayerNorm => &layer_norm::SIG,
+        LayerKind::RmsNorm => &rms_norm::SIG,
+        LayerKind::GroupNorm => &group_norm::SIG,
+        LayerKind::SelfAttention => &self_attention::SIG,
+    }
+}
+
+/// Checks a built-in layer's arguments and input; `None` when it failed
+/// (the errors are in `cx`).
+pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<Checked> {
+    let field = |(l, s)| Checked::Field(l, s);
+    match kind {
+        LayerKind::Dense => dense::check(b, site, cx).map(|(l, s)| field((Layer::Dense(l), s))),
+        LayerKind::Conv => conv::check(b, site, cx).map(|(l, s)| field((Layer::Conv(l), s))),
+        LayerKind::Dropout => dropout::check(b, site, cx).map(Checked::Op),
+        LayerKind::BatchNorm => batch_norm::check(b, site, cx).map(|(l, s)| field((Layer::BatchNorm(l), s))),
+        LayerKind::LayerNorm => layer_norm::check(b, site, cx).map(|(l, s)| field((Layer::LayerNorm(l), s))),
+        LayerKind::RmsNorm => rms_norm::check(b, site, cx).map(|(l, s)| field((Layer::RmsNorm(l), s))),
+        LayerKind::GroupNorm => group_norm::check(b, site, cx).map(|(l, s)| field((Layer::GroupNorm(l), s))),
+        LayerKind::SelfAttention => self_attention::check(b, site, cx).map(|(l, s)| field((Layer::SelfAttention(l), s))),
+    }
+}
+
+impl Layer {
+    /// The field's type, written with the generic parameters `E` and `D`.
+    pub fn ty(&self) -> TokenStream {
+        match self {
+            Layer::Dense(l) => l.ty(),
+            Layer::Conv(l) => l.ty(),
+            Layer::BatchNorm(l) => l.ty(),
+            Layer::LayerNorm(l) => l.ty(),
+            Layer::RmsNorm(l) => l.ty(),
+            Layer::GroupNorm(l) => l.ty(),
+            Layer::SelfAttention(l) => l.ty(),
+            Layer::Nested(l) => l.ty(),
+        }
+    }
+
+    /// Statements run on the freshly built field `__f`: Flax's settings
+    /// where dfdx's defaults differ.
+    pub fn init(&self) -> Vec<TokenStream> {
+        match self {
+            Layer::BatchNorm(l) => l.init(),
+            Layer::LayerNorm(l) => l.init(),
+            Layer::RmsNorm(l) => l.init(),
+            Layer::GroupNorm(l) => l.init(),
+            Layer::Dense(_) | Layer::Conv(_) | Layer::SelfAttention(_) | Layer::Nested(_) => Vec::new(),
+        }
+    }
+
+    /// Trainable parameters.
+    pub fn params(&self) -> usize {
+        match self {
+            Layer::Dense(l) => l.params(),
+            Layer::Conv(l) => l.params(),
+            Layer::BatchNorm(l) => l.params(),
+            Layer::LayerNorm(l) => l.params(),
+            Layer::RmsNorm(l) => l.params(),
+            Layer::GroupNorm(l) => l.params(),
+            Layer::SelfAttention(l) => l.params(),
+            Layer::Nested(l) => l.params,
+        }
+    }
+
+    /// Whether the layer accepts `NoInputGrad(x)` and then skips `x`'s
+    /// gradient (the convolutions).
+    pub fn skips_input_grad(&self) -> bool {
+        matches!(self, Layer::Conv(_))
+    }
+
+    /// A short description for the generated rustdoc.
+    pub fn doc(&self) -> String {
+        match self {
+            Layer::Dense(l) => l.doc(),
+            Layer::Conv(l) => l.doc(),
+            Layer::BatchNorm(_) => "`BatchNorm`".into(),
+            Layer::LayerNorm(_) => "`LayerNorm`".into(),
+            Layer::RmsNorm(_) => "`RMSNorm`".into(),
+            Layer::GroupNorm(l) => l.doc(),
+            Layer::SelfAttention(l) => l.doc(),
+            Layer::Nested(l) => format!("`{}`", l.path),
+        }
+    }
+}
+
+/// `epsilon`, which every norm takes: greater than 0.
+fn epsilon(b: &Bound, cx: &mut Ctxt, default: f64) -> Option<f64> {
+    let e = b.or(cx, "epsilon", default, |a| a.float("`epsilon`"))?;
+    if e > 0.0 {
+        Some(e)
+    } else {
+        if let Some(a) = b.get("epsilon") {
+            cx.error_at(a, format!("`epsilon` is added to the variance before its square root and must be greater than 0, but is {e}"));
+        }
+        None
+    }
+}

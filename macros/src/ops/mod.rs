@@ -1,0 +1,149 @@
+//! The functional ops of the model language, a file per family: each holds
+//! its signature, its shape rule (`check`) and its code (`expand`).
+//! Dropout, a layer without parameters, is checked in `layers` and lands
+//! here too.
+
+mod activation;
+mod concat;
+mod pool;
+mod reduce;
+mod reshape;
+mod softmax;
+
+use crate::args::{Bound, Sig};
+use crate::ctxt::Ctxt;
+use crate::gen::Mode;
+use crate::paths;
+use crate::rules::Site;
+use crate::symbol::OpKind;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub use activation::Activation;
+pub use pool::Pool;
+
+/// A checked op (the step's inputs are recorded beside it).
+pub enum Op {
+    /// An elementwise activation.
+    Activation(Activation),
+    /// `Dropout(rate)`.
+    Dropout(f64),
+    /// `softmax` / `log_softmax` along this axis of the batched tensor.
+    Softmax { log: bool, axis: usize },
+    /// `mean` / `sum` over these axes of the batched tensor (ascending).
+    Reduce { mean: bool, axes: Vec<usize> },
+    /// `concatenate` along this axis of the batched tensor.
+    Concat { axis: usize },
+    /// `avg_pool` / `max_pool`.
+    Pool(Pool),
+    /// `flatten` of an image: flaxen's fast `Flatten2D`.
+    FlattenImage { chw: [usize; 3] },
+    /// Any other reshape to the step's shape (same element count).
+    Reshape,
+}
+
+/// The signature of an op (its input, the first argument, not counted).
+pub fn sig(kind: OpKind) -> &'static Sig {
+    match kind {
+        OpKind::Relu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish | OpKind::Selu
+        | OpKind::Softplus | OpKind::LogSigmoid | OpKind::Relu6 | OpKind::HardTanh
+        | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish | OpKind::Gelu
+        | OpKind::LeakyRelu | OpKind::Elu => activation::sig(kind),
+        OpKind::Softmax | OpKind::LogSoftmax => &softmax::SIG,
+        OpKind::Mean | OpKind::Sum => &reduce::SIG,
+        OpKind::Concatenate => &concat::SIG,
+        OpKind::AvgPool | OpKind::MaxPool => &pool::SIG,
+        OpKind::Flatten => &reshape::FLATTEN,
+        OpKind::Reshape => &reshape::RESHAPE,
+    }
+}
+
+/// Checks an op on inputs of these per-example shapes (several only for
+/// `concatenate`); its output shape.
+pub fn check(kind: OpKind, b: &Bound, shapes: &[Vec<usize>], site: &Site, cx: &mut Ctxt) -> Option<(Op, Vec<usize>)> {
+    match kind {
+        OpKind::Relu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish | OpKind::Selu
+        | OpKind::Softplus | OpKind::LogSigmoid | OpKind::Relu6 | OpKind::HardTanh
+        | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish | OpKind::Gelu
+        | OpKind::LeakyRelu | OpKind::Elu => {
+            activation::check(kind, b, cx).map(|a| (Op::Activation(a), site.shape.to_vec()))
+        }
+        OpKind::Softmax | OpKind::LogSoftmax => softmax::check(kind == OpKind::LogSoftmax, b, site, cx),
+        OpKind::Mean | OpKind::Sum => reduce::check(kind == OpKind::Mean, b, site, cx),
+        OpKind::Concatenate => concat::check(b, shapes, site, cx),
+        OpKind::AvgPool | OpKind::MaxPool => pool::check(kind == OpKind::AvgPool, b, site, cx).map(|(p, s)| (Op::Pool(p), s)),
+        OpKind::Flatten => reshape::flatten(site, cx),
+        OpKind::Reshape => reshape::check(b, site, cx),
+    }
+}
+
+/// Whether an op takes a tuple of tensors as its first argument.
+pub fn takes_tuple(kind: OpKind) -> bool {
+    kind == OpKind::Concatenate
+}
+
+/// What `expand` needs to know about a step.
+pub struct Io<'a> {
+    /// The inputs' values (expressions), in order.
+    pub args: Vec<TokenStream>,
+    /// The first input's tensor type.
+    pub in_ty: &'a TokenStream,
+    /// The output's tensor type.
+    pub out_ty: &'a TokenStream,
+    /// The output's per-example shape.
+    pub out: &'a [usize],
+}
+
+impl Op {
+    /// The step's value, and the where-clauses it needs.
+    pub fn expand(&self, io: Io, mode: &Mode) -> (TokenStream, Vec<TokenStream>) {
+        let dfdx = paths::dfdx();
+        let x = io.args.first().cloned().unwrap_or_default();
+        let zst = |ty: TokenStream| {
+            let r = mode.by_ref();
+            let (v, w) = mode.apply(&ty, quote!(#r <#ty as ::core::default::Default>::default()), x.clone(), io.in_ty, io.out_ty);
+            (v, vec![w])
+        };
+        match self {
+            Op::Activation(a) => match a.module() {
+                Some(ty) => zst(ty),
+                None => (a.call(x), Vec::new()),
+            },
+            Op::Dropout(rate) => {
+                let ty = quote!(#dfdx::nn::modules::Dropout);
+                let p = *rate as f32;
+                let r = mode.by_ref();
+                let (v, w) = mode.apply(&ty, quote!(#r #ty { p: #p }), x, io.in_ty, io.out_ty);
+                (v, vec![w])
+            }
+            Op::Softmax { log, axis } => (softmax::expand(*log, *axis, x), Vec::new()),
+            Op::Reduce { mean, axes } => (reduce::expand(*mean, axes, x, io.out), Vec::new()),
+            Op::Concat { axis } => (concat::expand(*axis, &io.args, io.out), Vec::new()),
+            Op::Pool(p) => zst(p.ty()),
+            Op::FlattenImage { chw } => zst(reshape::flatten_image_ty(*chw)),
+            Op::Reshape => (reshape::expand(x, io.out), Vec::new()),
+        }
+    }
+
+    /// A short description for the generated rustdoc.
+    pub fn doc(&self) -> Option<String> {
+        Some(match self {
+            Op::Activation(a) => a.doc(),
+            Op::Dropout(r) => format!("`Dropout({r})`"),
+            Op::Softmax { log, .. } => (if *log { "`log_softmax`" } else { "`softmax`" }).into(),
+            Op::Reduce { mean, axes } => format!("`{}` over {} axis(es)", if *mean { "mean" } else { "sum" }, axes.len()),
+            Op::Concat { .. } => "`concatenate`".into(),
+            Op::Pool(p) => p.doc(),
+            Op::FlattenImage { .. } => "`flatten`".into(),
+            Op::Reshape => "`reshape`".into(),
+        })
+    }
+}
+
+/// An axis written `-1` on an image where Flax (NHWC) means the channels:
+/// under NCHW it would silently mean the width. `None` when fine.
+pub fn nhwc_axis(rank: usize, axis: usize, what: &str) -> Option<String> {
+    (rank == 3 && axis == 2).then(|| {
+        format!("on a [channels, height, width] value, axis -1 is the width; Flax's channel axis `-1` (NHWC) is axis -3 in flaxen's NCHW layout\nhelp: write `axis = -3` for the channels{what}")
+    })
+}

@@ -1,0 +1,235 @@
+//! Parsing: the `#[compact] impl` block into the [`ast`](crate::ast).
+//!
+//! Parsing reports only what is malformed, with a message that says what to
+//! write; shapes, argument values and names are the checker's.
+
+mod expr;
+
+use crate::ast::{Model, InputDecl, ParamDecl};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::{Error, Result};
+
+pub use expr::parse_block;
+
+const FORM: &str = "`#[compact]` expects `impl Name { fn forward(x: Input<..>) { .. } }`";
+
+/// Parses the attribute arguments and the impl block.
+pub fn parse(attr: TokenStream, item: TokenStream) -> Result<Model> {
+    if !attr.is_empty() {
+        return Err(Error::new_spanned(attr, "`#[compact]` takes no arguments"));
+    }
+    parse_model(item)
+}
+
+/// The type name of an impl block, if that much parses: the driver still
+/// emits the model's items under it when the rest fails.
+pub fn model_name(item: &TokenStream) -> Option<syn::Ident> {
+    let item: syn::ItemImpl = syn::parse2(item.clone()).ok()?;
+    match &*item.self_ty {
+        syn::Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
+            Some(p.path.segments[0].ident.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Parses an impl block as written.
+pub fn parse_model(item: TokenStream) -> Result<Model> {
+    if let Some(dollar) = find_dollar(&item) {
+        return Err(Error::new(dollar, "`$` cannot appear in a `#[compact]` model"));
+    }
+    let item: syn::ItemImpl = syn::parse2(item)?;
+    if let Some((_, path, _)) = &item.trait_ {
+        return Err(Error::new_spanned(path, format!("{FORM}, not a trait impl")));
+    }
+    if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+        return Err(Error::new_spanned(&item.generics, "a `#[compact]` model cannot be generic: the macro computes every shape, so they must be fixed; give sizes as block parameters (`features: Param<64>`) instead"));
+    }
+    let name = match &*item.self_ty {
+        syn::Type::Path(p)
+            if p.qself.is_none()
+                && p.path.segments.len() == 1
+                && p.path.segments[0].arguments.is_none() =>
+        {
+            p.path.segments[0].ident.clone()
+        }
+        other => {
+            return Err(Error::new_spanned(other, format!("{FORM}: the model must be a plain type name")))
+        }
+    };
+    let mut forward = None;
+    let mut passthrough = Vec::new();
+    for it in item.items {
+        match it {
+            syn::ImplItem::Fn(f) if f.sig.ident == "forward" || f.sig.ident == "__call__" => {
+                if f.sig.ident == "__call__" {
+                    return Err(Error::new_spanned(&f.sig.ident, "a `#[compact]` model's method is `fn forward`, not Flax's `__call__`"));
+                }
+                if forward.is_some() {
+                    return Err(Error::new_spanned(&f.sig.ident, "a model has one `fn forward`"));
+                }
+                forward = Some(f);
+            }
+            other => passthrough.push(other),
+        }
+    }
+    let Some(f) = forward else {
+        return Err(Error::new(Span::call_site(), format!("{FORM}: `fn forward` is missing")));
+    };
+    let (input, params) = parse_signature(&f.sig)?;
+    let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
+    let body = parse_block(&f.block)?;
+    Ok(Model {
+        name,
+        input,
+        params,
+        body,
+        docs,
+        passthrough,
+    })
+}
+
+fn find_dollar(ts: &TokenStream) -> Option<Span> {
+    ts.clone().into_iter().find_map(|t| match t {
+        TokenTree::Punct(p) if p.as_char() == '$' => Some(p.span()),
+        TokenTree::Group(g) => find_dollar(&g.stream()),
+        _ => None,
+    })
+}
+
+/// Names Flax code gives a mode flag; flaxen's modes come from the call.
+const MODE_FLAGS: &[&str] = &["train", "training", "is_training", "deterministic", "use_running_average"];
+
+const MODES: &str = "modes come from the call, not from a flag: `model.forward(x)` runs inference (Dropout off, BatchNorm on its running statistics), `model.forward_mut(x)` with a tape trains (Dropout on, BatchNorm on batch statistics)";
+
+fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<ParamDecl>)> {
+    if let Some(t) = sig
+        .constness
+        .as_ref()
+        .map(ToTokens::to_token_stream)
+        .or(sig.asyncness.as_ref().map(ToTokens::to_token_stream))
+        .or(sig.unsafety.as_ref().map(ToTokens::to_token_stream))
+    {
+        return Err(Error::new_spanned(t, "`fn forward` of a `#[compact]` model is a plain `fn`"));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(Error::new_spanned(&sig.generics, "`fn forward` takes no generic parameters; the batch size, dtype and device are generic already"));
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        return Err(Error::new_spanned(ty, "leave out the return type: the macro infers the output shape"));
+    }
+    let mut typed = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => {
+                if r.reference.is_none() || r.mutability.is_some() || r.colon_token.is_some() {
+                    return Err(Error::new_spanned(r, "the receiver of `fn forward` can only be `&self`"));
+                }
+            }
+            syn::FnArg::Typed(t) => typed.push(t),
+        }
+    }
+    let Some((first, rest)) = typed.split_first() else {
+        return Err(Error::new_spanned(&sig.ident, "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`"));
+    };
+    let var = plain_name(&first.pat, "name the input with a plain identifier: `x: Input<..>`")?;
+    let nchw = first.attrs.iter().any(|a| a.path().is_ident("nchw"));
+    if let Some(a) = first.attrs.iter().find(|a| !a.path().is_ident("nchw")) {
+        return Err(Error::new_spanned(a, "the only attribute an input takes is `#[nchw]`"));
+    }
+    let dims = parse_input_type(&first.ty, nchw)?;
+    let mut params = Vec::new();
+    for p in rest {
+        params.push(parse_param(p)?);
+    }
+    Ok((InputDecl { var, dims }, params))
+}
+
+fn plain_name(pat: &syn::Pat, msg: &str) -> Result<syn::Ident> {
+    match pat {
+        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() => {
+            Ok(p.ident.clone())
+        }
+        other => Err(Error::new_spanned(other, msg)),
+    }
+}
+
+const PARAM_HELP: &str = "after its input, `fn forward` takes block parameters with a default, written `name: Param<default>` (e.g. `features: Param<64>`, `use_proj: Param<true>`, `rate: Param<0.1>`, `kernel: Param<{ (3, 3) }>`)";
+
+/// `features: Param<64>`.
+fn parse_param(p: &syn::PatType) -> Result<ParamDecl> {
+    let name = plain_name(&p.pat, PARAM_HELP)?;
+    if MODE_FLAGS.contains(&name.to_string().as_str()) {
+        return Err(Error::new_spanned(p, format!("drop the `{name}` flag: {MODES}")));
+    }
+    if let syn::Type::Path(tp) = &*p.ty {
+        if tp.qself.is_none() && tp.path.is_ident("Input") {
+            return Err(Error::new_spanned(p, "a model takes one `Input<..>`; further arguments are block parameters, `name: Param<default>`"));
+        }
+        let seg = tp.path.segments.last().filter(|s| s.ident == "Param" && tp.path.segments.len() == 1);
+        if let Some(syn::PathArguments::AngleBracketed(a)) = seg.map(|s| &s.arguments) {
+            if a.args.len() == 1 {
+                let default = match &a.args[0] {
+                    // `Param<{ (3, 3) }>`: a tuple must be braced in a
+                    // generic argument; the value is what is inside.
+                    syn::GenericArgument::Const(syn::Expr::Block(b)) => match b.block.stmts.as_slice() {
+                        [syn::Stmt::Expr(inner, None)] => expr::parse_expr(inner)?,
+                        _ => return Err(Error::new_spanned(b, PARAM_HELP)),
+                    },
+                    syn::GenericArgument::Const(e) => expr::parse_expr(e)?,
+                    // `Param<SAME>` parses as a type.
+                    syn::GenericArgument::Type(syn::Type::Path(t)) if t.qself.is_none() && t.path.get_ident().is_some() => {
+                        crate::ast::Expr::Var(t.path.segments[0].ident.clone())
+                    }
+                    other => return Err(Error::new_spanned(other, PARAM_HELP)),
+                };
+                return Ok(ParamDecl { name, default });
+            }
+        }
+    }
+    Err(Error::new_spanned(&p.ty, PARAM_HELP))
+}
+
+const INPUT_HELP: &str = "declare the per-example input shape as `Input<D1, ..>` with 1 to 3 positive integer literals, e.g. `Input<1, 28, 28>` (NCHW; the batch axis is implicit)";
+
+fn parse_input_type(ty: &syn::Type, nchw: bool) -> Result<Vec<usize>> {
+    let bad = |msg: &str| Error::new_spanned(ty, format!("bad input declaration: {msg}"));
+    let seg = match ty {
+        syn::Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => &p.path.segments[0],
+        _ => return Err(bad(INPUT_HELP)),
+    };
+    if seg.ident != "Input" {
+        return Err(bad(INPUT_HELP));
+    }
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return Err(bad(&format!("`Input` needs its sizes; {INPUT_HELP}")));
+    };
+    let mut dims = Vec::new();
+    let mut errors = crate::ctxt::Ctxt::new();
+    for a in &args.args {
+        let r = match a {
+            syn::GenericArgument::Const(e) => expr::size_literal(e, "an input size"),
+            other => Err(Error::new_spanned(other, format!("bad input declaration: this size is not an integer literal; the macro computes shapes when it expands, so {INPUT_HELP}"))),
+        };
+        match r {
+            Ok(0) => errors.error_at(a, "bad input declaration: a size of 0 leaves nothing to compute; sizes must be at least 1"),
+            Ok(n) => dims.push(n),
+            Err(e) => errors.push(e),
+        }
+    }
+    errors.check()?;
+    if dims.is_empty() || dims.len() > 3 {
+        return Err(bad(&format!("{} sizes given; {INPUT_HELP}", dims.len())));
+    }
+    if let [h, w, c] = dims[..] {
+        // NHWC habit: `Input<28, 28, 1>` would compile into a model of 28
+        // channels of 28x1 images.
+        if !nchw && c <= 4 && h > 4 && w > 4 {
+            return Err(Error::new_spanned(ty, format!(
+                "`Input<{h}, {w}, {c}>` looks like Flax's NHWC layout (height {h}, width {w}, {c} channel(s)); flaxen's images are [channels, height, width]\nhelp: write `Input<{c}, {h}, {w}>`, or `#[nchw] x: Input<{h}, {w}, {c}>` if you do mean {h} channels of {w}x{c} images"
+            )));
+        }
+    }
+    Ok(dims)
+}

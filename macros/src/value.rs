@@ -1,0 +1,255 @@
+//! Values the checker computes while it expands a model: tensors (steps of
+//! the forward pass) and everything known at expansion (numbers, booleans,
+//! tuples, shapes, words), and how a call's arguments are read from them.
+
+use crate::ast::Arg;
+use crate::shape::AxisPad;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::spanned::Spanned;
+use syn::{Error, Result};
+
+/// A value of the model language.
+#[derive(Clone, Debug)]
+pub enum Val {
+    /// A tensor: the index of its step.
+    Tensor(usize),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Str(String),
+    /// A bare word (`SAME`, `VALID`).
+    Word(String),
+    /// A tuple or list.
+    Tuple(Vec<Val>),
+    /// `x.shape`: a per-example shape, indexed from the end.
+    Shape(Vec<usize>),
+    /// The value of an expression that failed (already reported).
+    Poison,
+}
+
+impl Val {
+    /// What kind of value it is, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Val::Tensor(_) => "a tensor",
+            Val::Int(_) => "an integer",
+            Val::Float(_) => "a number",
+            Val::Bool(_) => "a boolean",
+            Val::Str(_) => "a string",
+            Val::Word(_) => "a word",
+            Val::Tuple(_) | Val::Shape(_) => "a tuple",
+            Val::Poison => "an invalid value",
+        }
+    }
+
+    /// The elements of a tuple or shape.
+    pub fn elems(&self) -> Option<Vec<Val>> {
+        match self {
+            Val::Tuple(v) => Some(v.clone()),
+            Val::Shape(s) => Some(s.iter().map(|d| Val::Int(*d as i64)).collect()),
+            _ => None,
+        }
+    }
+
+    /// Whether it is known at expansion (not a tensor, not poisoned).
+    pub fn is_constant(&self) -> bool {
+        match self {
+            Val::Tensor(_) | Val::Poison => false,
+            Val::Tuple(v) => v.iter().all(Val::is_constant),
+            _ => true,
+        }
+    }
+
+    /// Whether it, or a part of it, is poisoned.
+    pub fn is_poison(&self) -> bool {
+        match self {
+            Val::Poison => true,
+            Val::Tuple(v) => v.iter().any(Val::is_poison),
+            _ => false,
+        }
+    }
+}
+
+/// An evaluated argument of a call.
+pub struct ArgVal {
+    /// The keyword, for keyword arguments.
+    pub key: Option<syn::Ident>,
+    /// Its value.
+    pub val: Val,
+    /// The value as written (where errors point).
+    pub tokens: TokenStream,
+}
+
+impl ArgVal {
+    /// From a parsed argument and its value.
+    pub fn new(arg: &Arg, val: Val) -> Self {
+        Self {
+            key: arg.key.clone(),
+            val,
+            tokens: arg.value.tokens(),
+        }
+    }
+
+    /// Where an error about the argument as a whole points.
+    pub fn span(&self) -> Span {
+        self.key.as_ref().map(|k| k.span()).unwrap_or_else(|| self.tokens.span())
+    }
+
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::new_spanned(&self.tokens, msg)
+    }
+
+    /// An element of a tuple argument, for messages at the same place.
+    fn part(&self, val: Val) -> ArgVal {
+        ArgVal { key: self.key.clone(), val, tokens: self.tokens.clone() }
+    }
+
+    /// An integer.
+    pub fn int(&self, what: &str) -> Result<i64> {
+        match &self.val {
+            Val::Int(n) => Ok(*n),
+            Val::Tensor(_) => Err(self.err(format!("{what} must be known when the macro expands (a number or a block parameter), not a tensor"))),
+            other => Err(self.err(format!("{what} must be an integer, but is {}", other.kind()))),
+        }
+    }
+
+    /// A size that must be at least 1.
+    pub fn positive(&self, what: &str) -> Result<usize> {
+        match self.int(what)? {
+            n if n < 0 => Err(self.err(format!("{what} cannot be negative, but is {n}"))),
+            0 => Err(self.err(format!("{what} must be at least 1, but is 0"))),
+            n => usize::try_from(n).map_err(|_| self.err(format!("{what} must fit in `usize`"))),
+        }
+    }
+
+    /// A size that may be 0.
+    pub fn non_negative(&self, what: &str) -> Result<usize> {
+        match self.int(what)? {
+            n if n < 0 => Err(self.err(format!("{what} cannot be negative, but is {n}"))),
+            n => usize::try_from(n).map_err(|_| self.err(format!("{what} must fit in `usize`"))),
+        }
+    }
+
+    /// `(h, w)`, `[h, w]` or one number for both, each at least 1.
+    pub fn pair(&self, what: &str) -> Result<(usize, usize)> {
+        match self.val.elems() {
+            Some(v) if v.len() == 2 => {
+                let (a, b) = (self.part(v[0].clone()), self.part(v[1].clone()));
+                Ok((a.positive(what)?, b.positive(what)?))
+            }
+            Some(v) => Err(self.err(format!("{what} needs 2 numbers (height, width), but {} are given", v.len()))),
+            None => {
+                let n = self.positive(what)?;
+                Ok((n, n))
+            }
+        }
+    }
+
+    /// A Flax padding: `SAME`, `VALID` (also as strings), `p`, `(ph, pw)`
+    /// or `((pt, pb), (pl, pr))`; one [`AxisPad`] per spatial axis.
+    pub fn padding(&self) -> Result<(AxisPad, AxisPad)> {
+        const HELP: &str = "padding is `SAME`, `VALID`, a number `p`, `(ph, pw)`, or `((top, bottom), (left, right))`";
+        if let Val::Word(w) | Val::Str(w) = &self.val {
+            return match w.as_str() {
+                "SAME" => Ok((AxisPad::Same, AxisPad::Same)),
+                "VALID" => Ok((AxisPad::Valid, AxisPad::Valid)),
+                other => Err(self.err(format!("unknown padding `{other}`; {HELP}"))),
+            };
+        }
+        let amount = |v: &Val| self.part(v.clone()).non_negative("a padding");
+        match self.val.elems() {
+            None => {
+                let p = amount(&self.val)?;
+                Ok((AxisPad::Explicit(p, p), AxisPad::Explicit(p, p)))
+            }
+            Some(v) if v.len() == 2 => {
+                let axis = |x: &Val| match x.elems() {
+                    Some(w) if w.len() == 2 => Ok(AxisPad::Explicit(amount(&w[0])?, amount(&w[1])?)),
+                    Some(_) => Err(self.err(HELP)),
+                    None => amount(x).map(|p| AxisPad::Explicit(p, p)),
+                };
+                Ok((axis(&v[0])?, axis(&v[1])?))
+            }
+            Some(_) => Err(self.err(HELP)),
+        }
+    }
+
+    /// A finite number (an integer is accepted too).
+    pub fn float(&self, what: &str) -> Result<f64> {
+        match &self.val {
+            Val::Float(f) if f.is_finite() => Ok(*f),
+            Val::Float(_) => Err(self.err(format!("{what} must be a finite number"))),
+            Val::Int(n) => Ok(*n as f64),
+            other => Err(self.err(format!("{what} must be a number such as `0.5`, known when the macro expands, but is {}", other.kind()))),
+        }
+    }
+
+    /// `true` / `false` (Python's `True` / `False` too).
+    pub fn boolean(&self, what: &str) -> Result<bool> {
+        match &self.val {
+            Val::Bool(b) => Ok(*b),
+            other => Err(self.err(format!("{what} must be `true` or `false`, but is {}", other.kind()))),
+        }
+    }
+
+    /// An axis of a per-example shape of `rank` axes, counted from the end
+    /// as Flax code does (`-1` is the last). Counting from the front is
+    /// refused: Flax's arrays include the batch axis and flaxen's shapes do
+    /// not, so `axis = 1` would mean different axes to a reader of either.
+    pub fn axis_from_end(&self, rank: usize) -> Result<usize> {
+        let n = self.int("`axis`")?;
+        if n >= 0 {
+            return Err(self.err("write `axis` from the end (`-1` is the last axis): flaxen's shapes leave out the batch axis that Flax's arrays have, so an axis counted from the front would be ambiguous"));
+        }
+        let from_end = n.unsigned_abs() as usize;
+        if (1..=rank).contains(&from_end) {
+            Ok(rank - from_end)
+        } else {
+            Err(self.err(format!("`axis` must be between -{rank} and -1 for an input of {rank} axes (the batch axis is not one of them), but is {n}")))
+        }
+    }
+
+    /// One axis or a tuple of distinct axes, each as in
+    /// [`axis_from_end`](Self::axis_from_end); sorted.
+    pub fn axes_from_end(&self, rank: usize) -> Result<Vec<usize>> {
+        let items = self.val.elems().unwrap_or_else(|| vec![self.val.clone()]);
+        let mut axes = Vec::new();
+        for item in items {
+            let a = self.part(item).axis_from_end(rank)?;
+            if axes.contains(&a) {
+                return Err(self.err("an axis is listed twice"));
+            }
+            axes.push(a);
+        }
+        axes.sort_unstable();
+        Ok(axes)
+    }
+
+    /// A `name = "..."` value: a snake_case identifier, which becomes the
+    /// field name and the checkpoint key prefix.
+    pub fn layer_name(&self) -> Result<String> {
+        let Val::Str(v) = &self.val else {
+            return Err(self.err("a layer name is a string, e.g. `name = \"head\"`"));
+        };
+        let ok = !v.starts_with("__")
+            && v.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && syn::parse_str::<syn::Ident>(v).is_ok();
+        if ok {
+            Ok(v.clone())
+        } else {
+            Err(self.err(format!("`{v}` cannot be a layer name: names are snake_case identifiers such as `head` or `conv_out` (they become field names and checkpoint keys)")))
+        }
+    }
+}
+
+impl ToTokens for ArgVal {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        self.tokens.to_tokens(tokens);
+    }
+}
