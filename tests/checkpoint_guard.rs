@@ -341,3 +341,100 @@ fn an_io_error_prints_its_cause_once() {
     assert!(err.to_string().contains("No such file"), "{err}");
     assert!(std::error::Error::source(&err).is_none());
 }
+
+/// A counter kept in `f32` by `save_state` (inexact past 2^24) and exactly
+/// by `save_counters`.
+#[derive(Debug, Default, PartialEq)]
+struct Counted(u64);
+impl StateDict<f32> for Counted {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<f32>) {
+        let t = HostTensor {
+            shape: vec![],
+            data: vec![self.0 as f32],
+        };
+        out.insert(format!("{prefix}count"), t);
+    }
+    fn load_state(&mut self, prefix: &str, src: &StateMap<f32>) -> Result<(), StateError> {
+        let key = format!("{prefix}count");
+        self.0 = src.get(&key).ok_or(StateError::Missing { key })?.data[0] as u64;
+        Ok(())
+    }
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        let t = HostTensor {
+            shape: vec![],
+            data: vec![self.0],
+        };
+        out.insert(format!("{prefix}count"), t);
+    }
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        let key = format!("{prefix}count");
+        self.0 = src.get(&key).ok_or(StateError::Missing { key })?.data[0];
+        Ok(())
+    }
+}
+
+/// The dtype a file's header gives tensor `key`.
+fn dtype_in_file(bytes: &[u8], key: &str) -> String {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    header[key]["dtype"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn counters_are_exact_u64_in_the_file() {
+    // 2^24 + 1 is not an f32: stored in the state's dtype it came back as
+    // 2^24 (in f16, anything past 2048 was off).
+    let big = (1u64 << 24) + 1;
+    let mut ckpt = Checkpoint::new(0);
+    ckpt.add("opt", &Counted(big)).unwrap();
+    let bytes = ckpt.to_bytes().unwrap();
+    assert_eq!(dtype_in_file(&bytes, "opt.count"), "U64");
+    let back = Checkpoint::from_bytes(Path::new("c"), &bytes).unwrap();
+    let mut restored = Counted(3);
+    back.restore().part("opt", &mut restored).apply().unwrap();
+    assert_eq!(restored, Counted(big));
+
+    // A TrainState's step and its optimizer's count are U64 too, and the
+    // state resumes with both.
+    let dev = Cpu::default();
+    let mut state = train_state(&dev);
+    let x: Tensor<Rank2<4, 2>, f32, _> = dev.sample_normal();
+    for _ in 0..3 {
+        let (_, grads) = state
+            .value_and_grad(|m, tape| m.forward(x.clone().put_tape(tape)).square().mean())
+            .unwrap();
+        state.apply_gradients(grads).unwrap();
+    }
+    let mut ckpt = Checkpoint::new(state.step());
+    ckpt.add("train", &state).unwrap();
+    let bytes = ckpt.to_bytes().unwrap();
+    assert_eq!(dtype_in_file(&bytes, "train.step"), "U64");
+    assert_eq!(dtype_in_file(&bytes, "train.opt.count"), "U64");
+    assert_eq!(dtype_in_file(&bytes, "train.opt.mu.0.weight"), "F32");
+    let mut other = train_state(&dev);
+    let step = ckpt.restore().part("train", &mut other).apply().unwrap();
+    assert_eq!((step, other.step()), (3, 3));
+    assert_eq!(other.params.2.bias.as_vec(), state.params.2.bias.as_vec());
+    assert_eq!(other.opt_state.count(), 3);
+}
+
+#[test]
+fn a_state_step_other_than_the_files_is_refused() {
+    let dev = Cpu::default();
+    let state = train_state(&dev);
+    // The file says step 5, its training state says 0.
+    let mut ckpt = Checkpoint::new(5);
+    ckpt.add("train", &state).unwrap();
+    let mut other = train_state(&dev);
+    let err = ckpt
+        .restore()
+        .part("train", &mut other)
+        .apply()
+        .unwrap_err();
+    assert_eq!(invalid_key(&err), "train.step");
+    assert!(
+        err.to_string()
+            .contains("is 0, but the checkpoint's `step` is 5"),
+        "{err}"
+    );
+}

@@ -58,4 +58,22 @@ pub trait StateDict<E> {
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>);
     /// Replaces every persistent tensor with the one stored under `prefix`.
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError>;
+
+    /// Appends the integer counters (update counts, steps) as exact `u64`s,
+    /// under the keys `save_state` gives them. Default: none.
+    ///
+    /// `save_state` writes them too, converted to `E`, so that a
+    /// [`StateMap<E>`] alone round-trips in memory; but `E` may not hold
+    /// them exactly (`f16` holds integers exactly only up to 2048), so a
+    /// checkpoint stores these values instead, as U64, and on restore calls
+    /// [`StateDict::load_counters`] after `load_state` (which then sees `0`
+    /// for each counter).
+    fn save_counters(&self, _prefix: &str, _out: &mut StateMap<u64>) {}
+
+    /// Sets the counters from the exact values `save_counters` wrote. Same
+    /// contract as `load_state`: on `Err`, `self` is unchanged. Default:
+    /// nothing to load.
+    fn load_counters(&mut self, _prefix: &str, _src: &StateMap<u64>) -> Result<(), StateError> {
+        Ok(())
+    }
 }

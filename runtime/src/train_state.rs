@@ -225,4 +225,19 @@ where
         self.step = step;
         Ok(())
     }
+
+    /// `{prefix}step` and the optimizer state's counters, exact.
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        crate::optim::save_counter(format!("{prefix}step"), self.step, out);
+        self.opt_state.save_counters(&format!("{prefix}opt."), out);
+    }
+
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        let step = crate::optim::load_counter(&format!("{prefix}step"), src)?;
+        let mut opt_state = self.opt_state.clone();
+        opt_state.load_counters(&format!("{prefix}opt."), src)?;
+        self.opt_state = opt_state;
+        self.step = step;
+        Ok(())
+    }
 }

@@ -263,14 +263,34 @@ impl Checkpoint {
     /// ckpt.add("counter", &Counter(5)).unwrap();
     /// assert_eq!(ckpt.keys().collect::<Vec<_>>(), ["counter.n"]);
     /// ```
+    ///
+    /// The state's counters ([`StateDict::save_counters`], e.g. a
+    /// `TrainState`'s `step` and an optimizer's `count`) are stored as exact
+    /// U64 scalars, in place of their copies in the state's dtype.
     pub fn add<E: Element, S: StateDict<E> + ?Sized>(
         &mut self,
         name: &str,
         state: &S,
     ) -> Result<&mut Self, CheckpointError> {
+        let prefix = prefix_of(name);
         let mut map = StateMap::new();
-        state.save_state(&prefix_of(name), &mut map);
-        self.insert_map(map)
+        state.save_state(&prefix, &mut map);
+        let mut counters = StateMap::<u64>::new();
+        state.save_counters(&prefix, &mut counters);
+        for key in counters.keys() {
+            map.remove(key);
+        }
+        // Check both before inserting either: on `Err` nothing was added.
+        let both: Vec<&String> = map.keys().chain(counters.keys()).collect();
+        if let Some(key) = both
+            .iter()
+            .find(|k| self.tensors.contains_key(**k) || **k == STEP_KEY)
+        {
+            return Err(CheckpointError::Duplicate {
+                key: key.to_string(),
+            });
+        }
+        self.insert_map(map)?.insert_map(counters)
     }
 
     /// Adds every tensor of a dfdx module under `name.<dfdx path>`.
@@ -327,11 +347,24 @@ impl Checkpoint {
     /// every tensor of dtype `E` and skips the others (a file holds f32
     /// parameters next to u64 data order).
     pub fn part<E: Element>(&self, name: &str) -> Result<StateMap<E>, CheckpointError> {
+        self.part_except(name, &StateMap::new())
+    }
+
+    /// [`Checkpoint::part`] without the keys of `skip` (a state's counters,
+    /// stored as U64 whatever `E` is).
+    pub(crate) fn part_except<E: Element>(
+        &self,
+        name: &str,
+        skip: &StateMap<u64>,
+    ) -> Result<StateMap<E>, CheckpointError> {
         let prefix = prefix_of(name);
         let mut out = StateMap::new();
         for (key, t) in self.tensors.range(prefix.clone()..) {
             if !key.starts_with(&prefix) {
                 break;
+            }
+            if skip.contains_key(key) {
+                continue;
             }
             if prefix.is_empty() && t.dtype != E::dtype() {
                 continue;
@@ -354,6 +387,23 @@ impl Checkpoint {
             );
         }
         Ok(out)
+    }
+
+    /// Tensor `key` as element type `E`: `None` if absent, a dtype error if
+    /// stored with another dtype.
+    pub(crate) fn tensor<E: Element>(
+        &self,
+        key: &str,
+    ) -> Option<Result<HostTensor<E>, CheckpointError>> {
+        let t = self.tensors.get(key)?;
+        if let Some(e) = self.dtype_error::<E>(key) {
+            return Some(Err(e));
+        }
+        let data = t.data.chunks_exact(E::SIZE).map(E::read_le).collect();
+        Some(Ok(HostTensor {
+            shape: t.shape.clone(),
+            data,
+        }))
     }
 
     /// The dtype error for `key`, if the file has it with a dtype other than `E`.

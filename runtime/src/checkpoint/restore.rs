@@ -29,12 +29,66 @@ struct Typed<E, T> {
     target: T,
     decoded: StateMap<E>,
     snapshot: StateMap<E>,
+    /// The counters stored in the file (U64), and the object's own.
+    counters: StateMap<u64>,
+    snapshot_counters: StateMap<u64>,
 }
+
+impl<E, T> Typed<E, T> {
+    fn new(name: &str, target: T) -> Self {
+        Self {
+            name: name.to_string(),
+            target,
+            decoded: StateMap::new(),
+            snapshot: StateMap::new(),
+            counters: StateMap::new(),
+            snapshot_counters: StateMap::new(),
+        }
+    }
+}
+
+/// The counter a part's `step` key holds must be the file's own `step`.
+const STEP_COUNTER: &str = "step";
 
 impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
     fn prepare(&mut self, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
         let prefix = prefix_of(&self.name);
-        self.decoded = ckpt.part::<E>(&self.name)?;
+        self.snapshot_counters.clear();
+        self.target
+            .save_counters(&prefix, &mut self.snapshot_counters);
+        self.decoded = ckpt.part_except::<E>(&self.name, &self.snapshot_counters)?;
+        // Counters are exact U64 scalars in the file; `load_state` sees 0
+        // in their place and `load_counters` then sets them.
+        self.counters.clear();
+        let zero = E::read_le(&[0u8; 16]);
+        for key in self.snapshot_counters.keys() {
+            let stored = ckpt
+                .tensor::<u64>(key)
+                .ok_or_else(|| ckpt.mismatch(StateError::Missing { key: key.clone() }))??;
+            if !stored.shape.is_empty() {
+                return Err(ckpt.mismatch(StateError::Shape {
+                    key: key.clone(),
+                    expected: vec![],
+                    found: stored.shape.clone(),
+                }));
+            }
+            if *key == format!("{prefix}{STEP_COUNTER}") && stored.data[0] != ckpt.step() {
+                return Err(ckpt.mismatch(StateError::Invalid {
+                    key: key.clone(),
+                    reason: format!(
+                        "is {}, but the checkpoint's `step` is {}: the file is inconsistent",
+                        stored.data[0],
+                        ckpt.step()
+                    ),
+                }));
+            }
+            let placeholder = crate::state::HostTensor {
+                shape: vec![],
+                data: vec![zero],
+            };
+            self.decoded.insert(key.clone(), placeholder);
+            self.counters.insert(key.clone(), stored);
+        }
         self.snapshot.clear();
         self.target.save_state(&prefix, &mut self.snapshot);
         // Every tensor the object has now must be stored with the same shape;
@@ -60,19 +114,29 @@ impl<E: Element, T: StateDict<E>> Part for Typed<E, T> {
         let prefix = prefix_of(&self.name);
         self.target
             .load_state(&prefix, &self.decoded)
-            .map_err(|e| ckpt.mismatch(e))
+            .map_err(|e| ckpt.mismatch(e))?;
+        if let Err(e) = self.target.load_counters(&prefix, &self.counters) {
+            self.rollback();
+            return Err(ckpt.mismatch(e));
+        }
+        Ok(())
     }
 
     fn rollback(&mut self) {
         let prefix = prefix_of(&self.name);
         // The object's own saved state always loads back.
         let _ = self.target.load_state(&prefix, &self.snapshot);
+        let _ = self.target.load_counters(&prefix, &self.snapshot_counters);
     }
 
     fn saved_keys(&self, out: &mut BTreeSet<String>) {
+        let prefix = prefix_of(&self.name);
         let mut now = StateMap::<E>::new();
-        self.target.save_state(&prefix_of(&self.name), &mut now);
+        self.target.save_state(&prefix, &mut now);
         out.extend(now.into_keys());
+        let mut counters = StateMap::<u64>::new();
+        self.target.save_counters(&prefix, &mut counters);
+        out.extend(counters.into_keys());
     }
 }
 
@@ -85,6 +149,12 @@ impl<E, S: StateDict<E> + ?Sized> StateDict<E> for ByRef<'_, S> {
     }
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         self.0.load_state(prefix, src)
+    }
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        self.0.save_counters(prefix, out)
+    }
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        self.0.load_counters(prefix, src)
     }
 }
 
@@ -176,12 +246,8 @@ impl<'a> Restore<'a> {
         name: &str,
         target: &'a mut S,
     ) -> Self {
-        self.parts.push(Box::new(Typed {
-            name: name.to_string(),
-            target: ByRef(target),
-            decoded: StateMap::<E>::new(),
-            snapshot: StateMap::new(),
-        }));
+        self.parts
+            .push(Box::new(Typed::<E, _>::new(name, ByRef(target))));
         self
     }
 
@@ -192,12 +258,10 @@ impl<'a> Restore<'a> {
         D: Device<E> + 'a,
         M: TensorCollection<E, D>,
     {
-        self.parts.push(Box::new(Typed {
-            name: name.to_string(),
-            target: ModuleRef(module, PhantomData::<D>),
-            decoded: StateMap::<E>::new(),
-            snapshot: StateMap::new(),
-        }));
+        self.parts.push(Box::new(Typed::<E, _>::new(
+            name,
+            ModuleRef(module, PhantomData::<D>),
+        )));
         self
     }
 

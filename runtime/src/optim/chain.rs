@@ -81,6 +81,19 @@ macro_rules! tuple_impls {
                 *self = next;
                 Ok(())
             }
+
+            fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+                $(self.$i.save_counters(&format!("{prefix}{}.", $i), out);)*
+                self.$last.save_counters(&format!("{prefix}{}.", $last), out);
+            }
+
+            fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+                let mut next = self.clone();
+                $(next.$i.load_counters(&format!("{prefix}{}.", $i), src)?;)*
+                next.$last.load_counters(&format!("{prefix}{}.", $last), src)?;
+                *self = next;
+                Ok(())
+            }
         }
     };
 }

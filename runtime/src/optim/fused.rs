@@ -220,6 +220,22 @@ pub(crate) fn save_count<E: Dtype>(key: String, count: u64, out: &mut StateMap<E
     );
 }
 
+/// Saves a step counter exactly, for [`StateDict::save_counters`](crate::state::StateDict::save_counters).
+pub(crate) fn save_counter(key: String, count: u64, out: &mut StateMap<u64>) {
+    out.insert(
+        key,
+        HostTensor {
+            shape: vec![],
+            data: vec![count],
+        },
+    );
+}
+
+/// Reads a counter saved by [`save_counter`].
+pub(crate) fn load_counter(key: &str, src: &StateMap<u64>) -> Result<u64, StateError> {
+    Ok(lookup(src, key, &[])?.data[0])
+}
+
 /// Reads a counter saved by [`save_count`].
 pub(crate) fn load_count<E: Dtype>(key: &str, src: &StateMap<E>) -> Result<u64, StateError> {
     let t = lookup(src, key, &[])?;

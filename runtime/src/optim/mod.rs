@@ -76,7 +76,7 @@ mod adam;
 mod chain;
 mod clip;
 mod fused;
-pub(crate) use fused::{load_count, save_count};
+pub(crate) use fused::{load_count, load_counter, save_count, save_counter};
 mod leaves;
 mod multi_steps;
 mod rmsprop;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use dfdx::prelude::{Dtype, Gradients, HasShape, Storage, TensorCollection};
 use dfdx::tensor_ops::Device;
 
-use super::fused::{load_count, lookup, save_count};
+use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
 use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
 use crate::state::{HostTensor, StateDict, StateError, StateMap};
 
@@ -218,6 +218,21 @@ impl<E: Dtype, D: Device<E>, S: StateDict<E> + Clone> StateDict<E> for MultiStep
             acc,
             info: self.info.clone(),
         };
+        Ok(())
+    }
+
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        save_counter(format!("{prefix}mini_step"), self.mini_step, out);
+        save_counter(format!("{prefix}gradient_step"), self.gradient_step, out);
+        self.inner.save_counters(&format!("{prefix}inner."), out);
+    }
+
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        let mini_step = load_counter(&format!("{prefix}mini_step"), src)?;
+        let gradient_step = load_counter(&format!("{prefix}gradient_step"), src)?;
+        let mut inner = self.inner.clone();
+        inner.load_counters(&format!("{prefix}inner."), src)?;
+        (self.mini_step, self.gradient_step, self.inner) = (mini_step, gradient_step, inner);
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig};
 
-use super::fused::{load_count, save_count, Buffers, Kernel};
+use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -142,6 +142,15 @@ impl<E: Dtype, D: Device<E>> StateDict<E> for SgdState<E, D> {
         let fresh = self.buffers.prepare(prefix, src)?;
         self.count = count;
         self.buffers.commit(fresh);
+        Ok(())
+    }
+
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        save_counter(format!("{prefix}count"), self.count, out);
+    }
+
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        self.count = load_counter(&format!("{prefix}count"), src)?;
         Ok(())
     }
 }

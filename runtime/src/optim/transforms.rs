@@ -4,7 +4,7 @@
 use dfdx::prelude::{Dtype, TryMul};
 use dfdx::tensor_ops::Device;
 
-use super::fused::{load_count, save_count};
+use super::fused::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -142,6 +142,13 @@ impl<E: Dtype> StateDict<E> for CountState {
     }
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         self.count = load_count(&format!("{prefix}count"), src)?;
+        Ok(())
+    }
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        save_counter(format!("{prefix}count"), self.count, out);
+    }
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        self.count = load_counter(&format!("{prefix}count"), src)?;
         Ok(())
     }
 }
