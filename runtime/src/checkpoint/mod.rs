@@ -11,6 +11,7 @@
 //! | `step` | U64, shape `[]` | the training step |
 //! | `params.<path>` | the model dtype | parameters, `<path>` is dfdx's tensor path, e.g. `params.conv_0.weight` |
 //! | `opt.<...>` | the model dtype | optimizer state, keys chosen by the optimizer |
+//! | counters, e.g. `opt.count`, `train.step` | U64, shape `[]` | exact integer counters of a part ([`StateDict::save_counters`]); a part's `<name>.step` must equal `step` |
 //! | `data.<...>` | U64, shape `[]` | the loader's order: `seed`, `epoch`, `position`, and `dataset_len`, `batch_size`, `shuffle`, `drop_last` checked on resume |
 //!
 //! The part names (`params`, `opt`, `data`) are whatever the caller passes to

@@ -181,7 +181,9 @@ where
 /// fails, the parts already loaded are put back. After loading, every
 /// tensor of the file must have been taken by some object: a tensor that
 /// none of them has (another architecture, another optimizer, a part not
-/// listed) is an error naming it, and everything is put back. On `Err` every
+/// listed) is an error naming it, and everything is put back. A part's
+/// counters are read from their exact U64 entries, and a part's `step`
+/// counter (a `TrainState`'s) must equal the file's `step`. On `Err` every
 /// object is exactly as it was.
 ///
 /// ```
