@@ -39,21 +39,37 @@
 ///
 /// # The language
 ///
-/// - `fn forward(x: Input<D1, ..>)` (or `fn forward(&self, x: Input<..>)`)
-///   declares the per-example input shape: 1 to 3 integer literals. The
-///   batch axis is not written; the module accepts any batch dimension
-///   (`Const<B>` or a run-time `usize`).
-/// - The body is `let` bindings and a final output expression. Layers with
-///   parameters are called as `Layer(args)(x)`, functional ops as
-///   `op(x, args)`. Arguments are positional in Flax's order or `name =
+/// - `fn forward(x: Input<D1, ..>, ..)` (or `fn forward(&self, x: ..)`)
+///   declares the per-example input shape: 1 to 3 integer literals, NCHW
+///   for images. The batch axis is not written; the module accepts any
+///   batch dimension (`Const<B>` or a run-time `usize`).
+/// - Block parameters follow the input, each with its default, as a Flax
+///   module's attributes: `features: Param<64>`, `rate: Param<0.1>`,
+///   `use_proj: Param<true>`, `kernel: Param<{ (3, 3) }>`,
+///   `padding: Param<SAME>`. They are values anywhere in the body, also as
+///   `self.features` (Flax's spelling).
+/// - The body is Rust syntax run by the macro when it expands: `let` and
+///   `let mut` bindings, reassignment (`x = Block()(x);`, `x += y;`) and
+///   shadowing, `for i in 0..n` (or `a..=b`, `_` for the index) with bounds
+///   known at expansion, unrolled; `if` / `else if` / `else` and `match`
+///   (literal patterns, `|`, `_`, guards) on values known at expansion,
+///   decided then (only the branch taken is checked and generated); and a
+///   final output expression. Values known at expansion are integers,
+///   floats, booleans, tuples, `SAME` / `VALID`, block parameters, loop
+///   indices and shapes: `x.shape[-1]` (axes counted from the end, since
+///   the batch axis is implicit), with `+ - * / %`, comparisons, `&&`, `||`
+///   and `!`. Integer arithmetic stays integer (`/` truncates, as Rust's).
+/// - Layers with parameters are called as `Layer(args)(x)`, functional ops
+///   as `op(x, args)`. Arguments are positional in Flax's order or `name =
 ///   value`, with Flax's names and defaults:
 ///
 ///   | call | per-example shapes |
 ///   | --- | --- |
 ///   | `Dense(features, use_bias = true)` | `[f]` → `[features]`, `[s, f]` → `[s, features]` |
-///   | `Conv(features, kernel_size, strides = (1, 1), padding = SAME)` | `[c, h, w]` → `[features, h', w']` |
+///   | `Conv(features, kernel_size, strides = (1, 1), padding = SAME, use_bias = true)` | `[c, h, w]` → `[features, h', w']` |
 ///   | `avg_pool` / `max_pool(x, window_shape, strides = (1, 1), padding = VALID)` | `[c, h, w]` → `[c, h', w']` |
 ///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
+///   | `reshape(x, (d1, ..))` | the same number of elements in 1 to 3 axes; one size may be `-1` (inferred); Flax's `x.reshape(..)` |
 ///   | `mean` / `sum(x, axis = -1)`, `axis = (-2, -1)` | those axes removed (`mean(x, axis = (-2, -1))` is global average pooling); at least one axis stays |
 ///   | `concatenate((x, y, ..), axis = -k)` (or `[x, y, ..]`) | equal shapes but for axis `-k`, whose sizes add up |
 ///   | `SelfAttention(num_heads, qkv_features = f, out_features = f)` | `[s, f]` → `[s, out_features]` (no mask, no dropout) |
@@ -71,56 +87,120 @@
 ///
 ///   Padding is `SAME` (XLA's split), `VALID`, `p`, `(ph, pw)` or
 ///   `((top, bottom), (left, right))`; sizes, kernels and strides are an
-///   integer or an `(h, w)` pair. Layout is NCHW.
-/// - A `#[compact]` model of the same crate can be called as a layer of
-///   another. `Block()(x)` uses it as declared (`x` must have the shape of
-///   its `Input<..>`); with arguments, as Flax modules take attributes, it is
-///   instantiated for `x`'s shape with those values:
+///   integer or an `(h, w)` pair.
 ///
-///   ```
-///   use flaxen::prelude::*;
+/// A ResNet stage as Flax's ImageNet example writes it, with a loop over
+/// blocks and a projection shortcut decided by an `if`:
 ///
-///   pub struct ResBlock;
+/// ```
+/// use flaxen::prelude::*;
 ///
-///   #[compact]
-///   impl ResBlock {
-///       // Parameters follow the input, each with the default used when
-///       // the model is built on its own or called without arguments.
-///       fn forward(x: Input<8, 8, 8>, features: Param<8>, kernel: Param<3>) {
-///           let h = relu(Conv(features, kernel)(x));
-///           x + Conv(features, kernel)(h)
-///       }
-///   }
+/// pub struct Stage;
 ///
-///   pub struct Net;
+/// #[compact]
+/// impl Stage {
+///     fn forward(x: Input<16, 16, 16>, features: Param<32>, blocks: Param<2>, strides: Param<2>) {
+///         let mut x = x;
+///         for i in 0..blocks {
+///             let s = if i == 0 { strides } else { 1 };
+///             let y = Conv(features = features, kernel_size = (3, 3), strides = (s, s), use_bias = false)(x);
+///             let y = relu(BatchNorm()(y));
+///             let y = BatchNorm()(Conv(features, (3, 3), use_bias = false)(y));
+///             let r = if s != 1 || x.shape[-3] != features {
+///                 BatchNorm()(Conv(features, (1, 1), strides = (s, s), use_bias = false)(x))
+///             } else {
+///                 x
+///             };
+///             x = relu(r + y);
+///         }
+///         x
+///     }
+/// }
 ///
-///   #[compact]
-///   impl Net {
-///       fn forward(x: Input<1, 16, 16>) {
-///           let x = Conv(32, 3)(x);
-///           let x = ResBlock(features = 32)(x);            // field `res_block_0`
-///           let x = ResBlock(features = 32, kernel = 5)(x); // field `res_block_1`
-///           Dense(10)(flatten(max_pool(x, (2, 2), strides = (2, 2))))
-///       }
-///   }
+/// let dev: Cpu = Default::default();
+/// let m = dev.build_module::<Stage, f32>();
+/// // Flax's count: convolutions without biases, BatchNorm scale and bias.
+/// assert_eq!(m.num_trainable_params(), 16 * 32 * 9 + 32 * 32 * 9 * 3 + 16 * 32 + 5 * 64);
+/// let y: Tensor<Rank4<2, 32, 8, 8>, f32, _> = m.forward(dev.sample_normal::<Rank4<2, 16, 16, 16>>());
+/// ```
 ///
-///   let dev: Cpu = Default::default();
-///   let m = dev.build_module::<Net, f32>();
-///   let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(dev.sample_normal::<Rank4<2, 1, 16, 16>>());
-///   ```
+/// # Nested models
 ///
-///   The expansion of one model cannot see another item, so each model also
-///   defines a hidden `macro_rules!` under its own name that hands its source
-///   to the models that nest it; the nested model is then checked again for
-///   the call's shape, and every shape stays known to the macro. A nested
-///   model's parameters are keys under its field (`res_block_0.conv_1.weight`).
+/// A `#[compact]` model of the same crate is called as a layer of another,
+/// `Block(args)(x)`, its parameters given positionally (in declaration
+/// order) or by name. As a Flax module adapts to its input, a nested model
+/// is instantiated for the shape of `x` and the given values (the declared
+/// `Input<..>` is the shape it has when built on its own):
+///
+/// ```
+/// use flaxen::prelude::*;
+///
+/// pub struct ResBlock;
+///
+/// #[compact]
+/// impl ResBlock {
+///     // Parameters follow the input, each with the default used when
+///     // the model is built on its own or called without arguments.
+///     fn forward(x: Input<8, 8, 8>, features: Param<8>, kernel: Param<3>) {
+///         let h = relu(Conv(features, kernel)(x));
+///         x + Conv(features, kernel)(h)
+///     }
+/// }
+///
+/// pub struct Net;
+///
+/// #[compact]
+/// impl Net {
+///     fn forward(x: Input<1, 16, 16>) {
+///         let x = Conv(32, 3)(x);
+///         let x = ResBlock(features = 32)(x);            // field `res_block_0`
+///         let x = ResBlock(features = 32, kernel = 5)(x); // field `res_block_1`
+///         Dense(10)(flatten(max_pool(x, (2, 2), strides = (2, 2))))
+///     }
+/// }
+///
+/// let dev: Cpu = Default::default();
+/// let m = dev.build_module::<Net, f32>();
+/// let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(dev.sample_normal::<Rank4<2, 1, 16, 16>>());
+/// ```
+///
+/// The expansion of one model cannot see another item, so each model also
+/// defines a hidden `macro_rules!` under its own name that hands its source
+/// to the models that nest it; the nested model is then checked again for
+/// the call, and every shape stays known to the macro. A nested model's
+/// parameters are keys under its field (`res_block_0.conv_1.weight`). A
+/// CamelCase name that is neither a flaxen word, nor close to one, nor a
+/// Flax or PyTorch layer name is taken to be such a model; when there is
+/// none, rustc reports that it cannot find the macro of that name.
+///
+/// # Flax habits
+///
+/// Mistakes a Flax user makes are compile errors at the mistake that say
+/// the flaxen way: `nn.Dense` (drop the prefix), `Sequential` (write the
+/// layers in order, or a loop), `deterministic=`, `use_running_average=`
+/// and `train` flags (modes come from `forward` / `forward_mut`, below),
+/// `x.reshape(..)` (`reshape(x, ..)`), `return`, `range(n)` (`0..n`).
+/// Nothing written for NHWC compiles into another model under NCHW: a
+/// channel axis written `-1` on a `[c, h, w]` value (`concatenate`,
+/// `softmax` and `log_softmax`, also by default, `BatchNorm(axis = ..)`) is
+/// an error that names axis -3, and an input that looks NHWC
+/// (`Input<28, 28, 1>`: height and width above 4, at most 4 channels last)
+/// is an error that shows the NCHW spelling; `#[nchw] x: Input<28, 28, 1>`
+/// says the shape is meant.
+///
+/// When the macro reports an error it still emits the model's module type
+/// and its trait impls (with an error type as output), so rustc reports the
+/// macro's messages and nothing after them in code that uses the model.
 ///
 /// # What is generated
 ///
 /// For `struct Cnn`: `pub struct CnnModule<E, D>` with one public field per
 /// parameterised layer, named as Flax names them, snake-cased and counted
-/// per kind in call order (`conv_0`, `conv_1`, `dense_0`, `batch_norm_0`,
-/// `block_0` for a nested `Block`), or by a `name = "head"` argument. The
+/// per kind in construction order as Flax's autonaming does (`conv_0`,
+/// `conv_1`, `dense_0`, `batch_norm_0`, `block_0` for a nested `Block`;
+/// in `Dense(2)(Dense(3)(x))` the outer one is `dense_0`, since Python
+/// constructs it first), counting on across loop iterations, or by a
+/// `name = "head"` argument. The
 /// field names are the tensor keys of checkpoints (`conv_0.weight`,
 /// `dense_1.bias`, dfdx's safetensors format). `CnnModule` implements
 /// `TensorCollection` (optimizers, `zero_grads`, `num_trainable_params`,
@@ -135,7 +215,7 @@
 /// the layers' own impls.
 ///
 /// The layers are flaxen's runtime layers where it has them (`Conv` →
-/// `layers::Conv2D`, pools, `flatten` → `layers::Flatten2D`, `relu` →
+/// `layers::Conv2D`, or `layers::UnbiasedConv2D` with `use_bias = false`, pools, `flatten` → `layers::Flatten2D`, `relu` →
 /// `layers::Relu`, `Dense` → `layers::Dense`, or `layers::UnbiasedDense`
 /// with `use_bias = false`, all with fast CPU kernels and Flax's
 /// initialisers, `BatchNorm` → `layers::BatchNorm` with Flax's running

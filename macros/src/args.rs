@@ -10,13 +10,12 @@ use syn::Error;
 
 /// The arguments a layer or op takes.
 pub struct Sig {
-    /// The word, for messages.
-    pub what: &'static str,
     /// Argument names in Flax's positional order; `name` is keyword-only.
     pub params: &'static [&'static str],
     /// The required ones.
     pub required: &'static [&'static str],
-    /// A complete call, shown when a required argument is missing.
+    /// A complete call, shown when a required argument is missing (`NAME`
+    /// stands for the word, for signatures several words share).
     pub example: &'static str,
 }
 
@@ -49,7 +48,13 @@ impl<'a> Bound<'a> {
 
     /// The value of `name` read by `read`, or `default` when not given;
     /// `None` (with the error recorded) when it is invalid.
-    pub fn or<T>(&self, cx: &mut Ctxt, name: &str, default: T, read: impl FnOnce(&ArgVal) -> syn::Result<T>) -> Option<T> {
+    pub fn or<T>(
+        &self,
+        cx: &mut Ctxt,
+        name: &str,
+        default: T,
+        read: impl FnOnce(&ArgVal) -> syn::Result<T>,
+    ) -> Option<T> {
         match self.get(name) {
             Some(a) => cx.take(read(a)),
             None => Some(default),
@@ -57,15 +62,25 @@ impl<'a> Bound<'a> {
     }
 
     /// The value of a required `name` (its absence is reported by `bind`).
-    pub fn req<T>(&self, cx: &mut Ctxt, name: &str, read: impl FnOnce(&ArgVal) -> syn::Result<T>) -> Option<T> {
+    pub fn req<T>(
+        &self,
+        cx: &mut Ctxt,
+        name: &str,
+        read: impl FnOnce(&ArgVal) -> syn::Result<T>,
+    ) -> Option<T> {
         self.get(name).and_then(|a| cx.take(read(a)))
     }
 }
 
 /// Matches arguments to `sig`, reporting unknown keywords (with the valid
 /// ones), too many positionals, duplicates and missing required arguments.
-pub fn bind<'a>(sig: &Sig, args: &'a [ArgVal], call: &TokenStream, cx: &mut Ctxt) -> Bound<'a> {
-    let what = sig.what;
+pub fn bind<'a>(
+    what: &str,
+    sig: &Sig,
+    args: &'a [ArgVal],
+    call: &TokenStream,
+    cx: &mut Ctxt,
+) -> Bound<'a> {
     let names = sig.params;
     let positional: Vec<&'static str> = names.iter().copied().filter(|n| *n != "name").collect();
     let mut map: BTreeMap<&'static str, &'a ArgVal> = BTreeMap::new();
@@ -92,7 +107,10 @@ pub fn bind<'a>(sig: &Sig, args: &'a [ArgVal], call: &TokenStream, cx: &mut Ctxt
                                     msg.push_str(&format!("; did you mean `{s}`?"));
                                 }
                                 if !names.is_empty() {
-                                    msg.push_str(&format!("\nhelp: the arguments of `{what}` are: {}", names.join(", ")));
+                                    msg.push_str(&format!(
+                                        "\nhelp: the arguments of `{what}` are: {}",
+                                        names.join(", ")
+                                    ));
                                 }
                                 msg
                             }
@@ -115,7 +133,11 @@ pub fn bind<'a>(sig: &Sig, args: &'a [ArgVal], call: &TokenStream, cx: &mut Ctxt
                     let msg = if positional.is_empty() {
                         format!("`{what}` takes no positional arguments besides its input")
                     } else {
-                        format!("`{what}` takes at most {} positional argument(s): {}", positional.len(), positional.join(", "))
+                        format!(
+                            "`{what}` takes at most {} positional argument(s): {}",
+                            positional.len(),
+                            positional.join(", ")
+                        )
                     };
                     cx.error_at(a, msg);
                     misplaced = true;
@@ -134,7 +156,13 @@ pub fn bind<'a>(sig: &Sig, args: &'a [ArgVal], call: &TokenStream, cx: &mut Ctxt
     if !misplaced {
         for r in sig.required {
             if !map.contains_key(r) {
-                cx.error_at(call, format!("missing required argument: `{what}` needs `{r}`, e.g. `{}`", sig.example));
+                cx.error_at(
+                    call,
+                    format!(
+                        "missing required argument: `{what}` needs `{r}`, e.g. `{}`",
+                        sig.example.replace("NAME", what)
+                    ),
+                );
             }
         }
     }

@@ -72,9 +72,9 @@ pub enum Stmt {
         /// The loop variable (`None` for `_`).
         var: Option<syn::Ident>,
         /// The start of the range.
-        start: Expr,
+        start: Box<Expr>,
         /// The end of the range.
-        end: Expr,
+        end: Box<Expr>,
         /// `a..=b` rather than `a..b`.
         inclusive: bool,
         /// The body.
@@ -146,10 +146,42 @@ impl BinOp {
         }
     }
 
-    /// `+ - * /`: the operators that also work on tensors.
-    pub fn is_arithmetic(self) -> bool {
-        matches!(self, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
+    /// `+ - * /`, the operators that also work on tensors.
+    pub fn arith(self) -> Option<Arith> {
+        match self {
+            BinOp::Add => Some(Arith::Add),
+            BinOp::Sub => Some(Arith::Sub),
+            BinOp::Mul => Some(Arith::Mul),
+            BinOp::Div => Some(Arith::Div),
+            BinOp::Rem
+            | BinOp::Eq
+            | BinOp::Ne
+            | BinOp::Lt
+            | BinOp::Le
+            | BinOp::Gt
+            | BinOp::Ge
+            | BinOp::And
+            | BinOp::Or => None,
+        }
     }
+
+    /// Whether it is one of `+ - * /`.
+    pub fn is_arithmetic(self) -> bool {
+        self.arith().is_some()
+    }
+}
+
+/// The operators on tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
 }
 
 /// A literal.
@@ -187,8 +219,10 @@ pub struct Arg {
 
 /// A `match` arm.
 pub struct Arm {
-    /// The patterns (several for `a | b`); empty for `_`.
+    /// The patterns (several for `a | b`); empty for `_` or a name.
     pub pats: Vec<Expr>,
+    /// `n => ..`, `n if .. => ..`: the value bound to a name.
+    pub bind: Option<syn::Ident>,
     /// An `if` guard.
     pub guard: Option<Expr>,
     /// The arm's value.
@@ -321,8 +355,8 @@ pub fn compact_text(tokens: &TokenStream) -> String {
             let prev = if i > 0 { chars[i - 1] } else { ' ' };
             let next = chars.get(i + 1).copied().unwrap_or(' ');
             // A sign glues to its number: `(- 1)` is `(-1)`, `a - b` stays.
-            let sign = matches!(prev, '-' | '!')
-                && (i < 2 || matches!(chars[i - 2], '(' | '[' | ','));
+            let sign =
+                matches!(prev, '-' | '!') && (i < 2 || matches!(chars[i - 2], '(' | '[' | ','));
             if sign
                 || matches!(next, '(' | ')' | ',' | '.' | ']' | '[')
                 || matches!(prev, '(' | '[' | '.')

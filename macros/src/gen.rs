@@ -68,7 +68,14 @@ impl Mode {
     /// input type `in_ty` and output type `out_ty`: the call and the
     /// where-clause that states it, so the body type-checks from the
     /// where-clauses alone.
-    pub fn apply(&self, ty: &TokenStream, module: TokenStream, arg: TokenStream, in_ty: &TokenStream, out_ty: &TokenStream) -> (TokenStream, TokenStream) {
+    pub fn apply(
+        &self,
+        ty: &TokenStream,
+        module: TokenStream,
+        arg: TokenStream,
+        in_ty: &TokenStream,
+        out_ty: &TokenStream,
+    ) -> (TokenStream, TokenStream) {
         let (tr, call) = (self.tr(), self.call());
         (
             quote!(#tr::#call(#module, #arg)?),

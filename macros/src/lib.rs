@@ -68,6 +68,9 @@ mod shape;
 mod symbol;
 mod value;
 
+#[cfg(test)]
+mod tests;
+
 /// Turns a Flax-style `@nn.compact` model into a shape-checked dfdx module.
 ///
 /// See `flaxen::compact` for the full documentation; the generated code

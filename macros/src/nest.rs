@@ -37,8 +37,12 @@ pub fn nested_paths(m: &Model) -> Vec<syn::Path> {
 fn block(b: &Block, out: &mut Vec<syn::Path>) {
     for s in &b.stmts {
         match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => expr(value, out),
-            Stmt::For { start, end, body, .. } => {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => {
+                expr(value, out)
+            }
+            Stmt::For {
+                start, end, body, ..
+            } => {
                 expr(start, out);
                 expr(end, out);
                 block(body, out);
@@ -64,22 +68,36 @@ fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
             expr(base, out);
             expr(index, out);
         }
-        Expr::Call { callee, args, inputs, .. } => {
+        Expr::Call {
+            callee,
+            args,
+            inputs,
+            ..
+        } => {
             if let Callee::Nested(p) = callee {
                 out.push(p.clone());
             }
-            args.iter().chain(inputs.iter().flatten()).for_each(|a| expr(&a.value, out));
+            args.iter()
+                .chain(inputs.iter().flatten())
+                .for_each(|a| expr(&a.value, out));
         }
-        Expr::If { cond, then, els, .. } => {
+        Expr::If {
+            cond, then, els, ..
+        } => {
             expr(cond, out);
             block(then, out);
             if let Some(e) = els {
                 expr(e, out);
             }
         }
-        Expr::Match { scrutinee, arms, .. } => {
+        Expr::Match {
+            scrutinee, arms, ..
+        } => {
             expr(scrutinee, out);
-            for Arm { pats, guard, body } in arms {
+            for Arm {
+                pats, guard, body, ..
+            } in arms
+            {
                 pats.iter().chain(guard).for_each(|p| expr(p, out));
                 expr(body, out);
             }

@@ -44,7 +44,13 @@ pub fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize)
 /// Output size of a window of `kernel` with `stride` over an axis padded by
 /// `lo` and `hi`, or `None` when the window does not fit even once (the
 /// runtime's `conv_out_size` says 0 there).
-pub fn conv_out_size(size: usize, kernel: usize, stride: usize, lo: usize, hi: usize) -> Option<usize> {
+pub fn conv_out_size(
+    size: usize,
+    kernel: usize,
+    stride: usize,
+    lo: usize,
+    hi: usize,
+) -> Option<usize> {
     let padded = size.checked_add(lo)?.checked_add(hi)?;
     if padded < kernel || stride == 0 {
         return None;

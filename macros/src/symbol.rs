@@ -114,9 +114,17 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
              (`let x = Dense(64)(x); let x = relu(x);`), or a `for` loop over a block",
             None,
         ),
-        "Linear" | "DenseGeneral" => ("a fully connected layer is `Dense(features)`", Some("Dense")),
-        "Conv2D" | "Conv2d" | "ConvLocal" => ("a 2-D convolution is `Conv(features, kernel_size)` (NCHW)", Some("Conv")),
-        "BatchNorm2d" | "BatchNorm1d" | "BatchNormalization" => ("`BatchNorm()` normalises per channel", Some("BatchNorm")),
+        "Linear" | "DenseGeneral" => (
+            "a fully connected layer is `Dense(features)`",
+            Some("Dense"),
+        ),
+        "Conv2D" | "Conv2d" | "ConvLocal" => (
+            "a 2-D convolution is `Conv(features, kernel_size)` (NCHW)",
+            Some("Conv"),
+        ),
+        "BatchNorm2d" | "BatchNorm1d" | "BatchNormalization" => {
+            ("`BatchNorm()` normalises per channel", Some("BatchNorm"))
+        }
         "LayerNormalization" => ("`LayerNorm()`", Some("LayerNorm")),
         "RmsNorm" | "RMSNormalization" => ("`RMSNorm()`", Some("RMSNorm")),
         "MultiheadAttention" | "MultiHeadAttention" => (
@@ -130,14 +138,27 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
         "SiLU" | "Silu" => ("activations are ops: `silu(x)`", Some("silu")),
         "Softmax" => ("`softmax(x, axis = -1)`", Some("softmax")),
         "Flatten" => ("`flatten(x)`", Some("flatten")),
-        "MaxPool2d" | "MaxPool2D" | "MaxPool" => ("pooling is an op: `max_pool(x, (2, 2), strides = (2, 2))`", Some("max_pool")),
-        "AvgPool2d" | "AvgPool2D" | "AvgPool" => ("pooling is an op: `avg_pool(x, (2, 2), strides = (2, 2))`", Some("avg_pool")),
-        "Embed" | "Embedding" | "ConvTranspose" | "MultiHeadDotProductAttention"
-        | "LSTMCell" | "GRUCell" | "SimpleCell" | "RNN" | "Bidirectional" | "Einsum"
-        | "InstanceNorm" | "SpectralNorm" | "WeightNorm" => (
-            "flaxen does not have this Flax layer yet",
-            None,
+        "MaxPool2d" | "MaxPool2D" | "MaxPool" => (
+            "pooling is an op: `max_pool(x, (2, 2), strides = (2, 2))`",
+            Some("max_pool"),
         ),
+        "AvgPool2d" | "AvgPool2D" | "AvgPool" => (
+            "pooling is an op: `avg_pool(x, (2, 2), strides = (2, 2))`",
+            Some("avg_pool"),
+        ),
+        "Embed"
+        | "Embedding"
+        | "ConvTranspose"
+        | "MultiHeadDotProductAttention"
+        | "LSTMCell"
+        | "GRUCell"
+        | "SimpleCell"
+        | "RNN"
+        | "Bidirectional"
+        | "Einsum"
+        | "InstanceNorm"
+        | "SpectralNorm"
+        | "WeightNorm" => ("flaxen does not have this Flax layer yet", None),
         _ => return None,
     };
     Some(hint)

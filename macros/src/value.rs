@@ -41,9 +41,21 @@ impl Val {
             Val::Float(_) => "a number",
             Val::Bool(_) => "a boolean",
             Val::Str(_) => "a string",
-            Val::Word(_) => "a word",
+            Val::Word(_) => "a bare name",
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
             Val::Poison => "an invalid value",
+        }
+    }
+
+    /// What kind of value it is, for messages; a word says that the model
+    /// cannot see constants outside it.
+    pub fn describe(&self) -> String {
+        match self {
+            Val::Word(w) => format!(
+                "`{w}`, a name the model cannot see: the macro reads every value when it expands, so write the value itself, or declare a block parameter (`{}: Param<..>`)",
+                w.to_lowercase()
+            ),
+            other => other.kind().to_string(),
         }
     }
 
@@ -83,30 +95,51 @@ pub struct ArgVal {
     pub val: Val,
     /// The value as written (where errors point).
     pub tokens: TokenStream,
+    /// For a tuple written out, `(a, b)`: each element as written.
+    parts: Vec<TokenStream>,
 }
 
 impl ArgVal {
     /// From a parsed argument and its value.
     pub fn new(arg: &Arg, val: Val) -> Self {
+        let parts = match &arg.value {
+            crate::ast::Expr::Tuple(items, _) => items.iter().map(|i| i.tokens()).collect(),
+            _ => Vec::new(),
+        };
         Self {
             key: arg.key.clone(),
             val,
             tokens: arg.value.tokens(),
+            parts,
         }
     }
 
     /// Where an error about the argument as a whole points.
     pub fn span(&self) -> Span {
-        self.key.as_ref().map(|k| k.span()).unwrap_or_else(|| self.tokens.span())
+        self.key
+            .as_ref()
+            .map(|k| k.span())
+            .unwrap_or_else(|| self.tokens.span())
     }
 
     fn err(&self, msg: impl std::fmt::Display) -> Error {
         Error::new_spanned(&self.tokens, msg)
     }
 
-    /// An element of a tuple argument, for messages at the same place.
-    fn part(&self, val: Val) -> ArgVal {
-        ArgVal { key: self.key.clone(), val, tokens: self.tokens.clone() }
+    /// Element `k` of a tuple argument, with its own tokens when written
+    /// out.
+    fn part(&self, k: usize, val: Val) -> ArgVal {
+        let tokens = self
+            .parts
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| self.tokens.clone());
+        ArgVal {
+            key: self.key.clone(),
+            val,
+            tokens,
+            parts: Vec::new(),
+        }
     }
 
     /// An integer.
@@ -114,7 +147,7 @@ impl ArgVal {
         match &self.val {
             Val::Int(n) => Ok(*n),
             Val::Tensor(_) => Err(self.err(format!("{what} must be known when the macro expands (a number or a block parameter), not a tensor"))),
-            other => Err(self.err(format!("{what} must be an integer, but is {}", other.kind()))),
+            other => Err(self.err(format!("{what} must be an integer, but is {}", other.describe()))),
         }
     }
 
@@ -139,10 +172,13 @@ impl ArgVal {
     pub fn pair(&self, what: &str) -> Result<(usize, usize)> {
         match self.val.elems() {
             Some(v) if v.len() == 2 => {
-                let (a, b) = (self.part(v[0].clone()), self.part(v[1].clone()));
+                let (a, b) = (self.part(0, v[0].clone()), self.part(1, v[1].clone()));
                 Ok((a.positive(what)?, b.positive(what)?))
             }
-            Some(v) => Err(self.err(format!("{what} needs 2 numbers (height, width), but {} are given", v.len()))),
+            Some(v) => Err(self.err(format!(
+                "{what} needs 2 numbers (height, width), but {} are given",
+                v.len()
+            ))),
             None => {
                 let n = self.positive(what)?;
                 Ok((n, n))
@@ -161,19 +197,21 @@ impl ArgVal {
                 other => Err(self.err(format!("unknown padding `{other}`; {HELP}"))),
             };
         }
-        let amount = |v: &Val| self.part(v.clone()).non_negative("a padding");
+        let amount = |k: usize, v: &Val| self.part(k, v.clone()).non_negative("a padding");
         match self.val.elems() {
             None => {
-                let p = amount(&self.val)?;
+                let p = self.non_negative("a padding")?;
                 Ok((AxisPad::Explicit(p, p), AxisPad::Explicit(p, p)))
             }
             Some(v) if v.len() == 2 => {
-                let axis = |x: &Val| match x.elems() {
-                    Some(w) if w.len() == 2 => Ok(AxisPad::Explicit(amount(&w[0])?, amount(&w[1])?)),
+                let axis = |k: usize, x: &Val| match x.elems() {
+                    Some(w) if w.len() == 2 => {
+                        Ok(AxisPad::Explicit(amount(k, &w[0])?, amount(k, &w[1])?))
+                    }
                     Some(_) => Err(self.err(HELP)),
-                    None => amount(x).map(|p| AxisPad::Explicit(p, p)),
+                    None => amount(k, x).map(|p| AxisPad::Explicit(p, p)),
                 };
-                Ok((axis(&v[0])?, axis(&v[1])?))
+                Ok((axis(0, &v[0])?, axis(1, &v[1])?))
             }
             Some(_) => Err(self.err(HELP)),
         }
@@ -185,7 +223,10 @@ impl ArgVal {
             Val::Float(f) if f.is_finite() => Ok(*f),
             Val::Float(_) => Err(self.err(format!("{what} must be a finite number"))),
             Val::Int(n) => Ok(*n as f64),
-            other => Err(self.err(format!("{what} must be a number such as `0.5`, known when the macro expands, but is {}", other.kind()))),
+            other => Err(self.err(format!(
+                "{what} must be a number such as `0.5`, known when the macro expands, but is {}",
+                other.describe()
+            ))),
         }
     }
 
@@ -193,7 +234,10 @@ impl ArgVal {
     pub fn boolean(&self, what: &str) -> Result<bool> {
         match &self.val {
             Val::Bool(b) => Ok(*b),
-            other => Err(self.err(format!("{what} must be `true` or `false`, but is {}", other.kind()))),
+            other => Err(self.err(format!(
+                "{what} must be `true` or `false`, but is {}",
+                other.describe()
+            ))),
         }
     }
 
@@ -217,12 +261,15 @@ impl ArgVal {
     /// One axis or a tuple of distinct axes, each as in
     /// [`axis_from_end`](Self::axis_from_end); sorted.
     pub fn axes_from_end(&self, rank: usize) -> Result<Vec<usize>> {
-        let items = self.val.elems().unwrap_or_else(|| vec![self.val.clone()]);
+        let Some(items) = self.val.elems() else {
+            return Ok(vec![self.axis_from_end(rank)?]);
+        };
         let mut axes = Vec::new();
-        for item in items {
-            let a = self.part(item).axis_from_end(rank)?;
+        for (k, item) in items.into_iter().enumerate() {
+            let part = self.part(k, item);
+            let a = part.axis_from_end(rank)?;
             if axes.contains(&a) {
-                return Err(self.err("an axis is listed twice"));
+                return Err(part.err("this axis is listed twice"));
             }
             axes.push(a);
         }
@@ -237,8 +284,11 @@ impl ArgVal {
             return Err(self.err("a layer name is a string, e.g. `name = \"head\"`"));
         };
         let ok = !v.starts_with("__")
-            && v.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && v.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && v.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
             && syn::parse_str::<syn::Ident>(v).is_ok();
         if ok {
             Ok(v.clone())

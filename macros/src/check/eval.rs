@@ -1,7 +1,7 @@
 //! Statements, control flow and the expressions that are not calls.
 
 use super::{Binding, Checker, Kind};
-use crate::ast::{BinOp, Block, Expr, Lit, Stmt, UnOp};
+use crate::ast::{Arith, BinOp, Block, Expr, Lit, Stmt, UnOp};
 use crate::shape::show;
 use crate::symbol::{self, LayerKind, OpKind};
 use crate::value::Val;
@@ -38,7 +38,11 @@ impl Checker<'_> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
-            Stmt::Let { var, mutable, value } => {
+            Stmt::Let {
+                var,
+                mutable,
+                value,
+            } => {
                 let v = self.expr(value);
                 self.declare(var, v, *mutable);
             }
@@ -47,33 +51,54 @@ impl Checker<'_> {
                 let name = var.to_string();
                 let problem = match self.lookup(&name) {
                     None => Some(self.unknown_variable(var)),
-                    Some(b) if !b.mutable => Some(if self.params.contains_key(&name) && self.scopes[0].contains_key(&name) {
-                        format!("`{name}` is a block parameter and cannot be reassigned; bind a new variable: `let {name}2 = ..;`")
-                    } else {
-                        format!("cannot assign twice to `{name}`: declare it `let mut {name} = ..;` to reassign it, or shadow it with `let {name} = ..;`")
-                    }),
+                    Some(b) if !b.mutable => Some(
+                        if self.params.contains_key(&name) && self.scopes[0].contains_key(&name) {
+                            format!("`{name}` is a block parameter and cannot be reassigned; bind a new variable: `let {name}2 = ..;`")
+                        } else {
+                            format!("cannot assign twice to `{name}`: declare it `let mut {name} = ..;` to reassign it, or shadow it with `let {name} = ..;`")
+                        },
+                    ),
                     Some(_) => None,
                 };
                 match problem {
                     Some(msg) => self.cx.push(Error::new(var.span(), msg)),
                     None => {
-                        if let Some(b) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
+                        if let Some(b) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name))
+                        {
                             b.val = v;
                         }
                     }
                 }
             }
-            Stmt::For { var, start, end, inclusive, body, tokens } => self.for_loop(var.as_ref(), start, end, *inclusive, body, tokens),
+            Stmt::For {
+                var,
+                start,
+                end,
+                inclusive,
+                body,
+                tokens,
+            } => self.for_loop(var.as_ref(), start, end, *inclusive, body, tokens),
             Stmt::Expr(e) => {
                 let v = self.expr(e);
                 if !matches!(&v, Val::Poison) && !matches!(&v, Val::Tuple(t) if t.is_empty()) {
-                    self.cx.error_at(e.tokens(), "this value is not used: bind it with `let` or assign it (`x = ..;`)");
+                    self.cx.error_at(
+                        e.tokens(),
+                        "this value is not used: bind it with `let` or assign it (`x = ..;`)",
+                    );
                 }
             }
         }
     }
 
-    fn for_loop(&mut self, var: Option<&syn::Ident>, start: &Expr, end: &Expr, inclusive: bool, body: &Block, tokens: &TokenStream) {
+    fn for_loop(
+        &mut self,
+        var: Option<&syn::Ident>,
+        start: &Expr,
+        end: &Expr,
+        inclusive: bool,
+        body: &Block,
+        tokens: &TokenStream,
+    ) {
         let bound = |c: &mut Self, e: &Expr| match c.expr(e) {
             Val::Int(n) => Some(n),
             Val::Poison => None,
@@ -82,10 +107,18 @@ impl Checker<'_> {
                 None
             }
         };
-        let (Some(a), Some(b)) = (bound(self, start), bound(self, end)) else { return };
+        let (Some(a), Some(b)) = (bound(self, start), bound(self, end)) else {
+            return;
+        };
         let b = if inclusive { b.saturating_add(1) } else { b };
         if b.saturating_sub(a) > MAX_UNROLL {
-            self.cx.error_at(tokens, format!("this loop unrolls to {} iterations; the macro unrolls at most {MAX_UNROLL}", b.saturating_sub(a)));
+            self.cx.error_at(
+                tokens,
+                format!(
+                    "this loop unrolls to {} iterations; the macro unrolls at most {MAX_UNROLL}",
+                    b.saturating_sub(a)
+                ),
+            );
             return;
         }
         for i in a..b {
@@ -98,7 +131,10 @@ impl Checker<'_> {
             self.scopes.pop();
             if !matches!(&v, Val::Poison) && !matches!(&v, Val::Tuple(t) if t.is_empty()) {
                 if let Some(value) = &body.value {
-                    self.cx.error_at(value.tokens(), "a loop body's last expression is not used: assign it (`x = ..;`)");
+                    self.cx.error_at(
+                        value.tokens(),
+                        "a loop body's last expression is not used: assign it (`x = ..;`)",
+                    );
                 }
                 return;
             }
@@ -120,7 +156,10 @@ impl Checker<'_> {
         } else if let Some(s) = symbol::nearest(&name, &refs) {
             msg.push_str(&format!("; did you mean `{s}`?"));
         } else if OpKind::from_name(&name).is_some() || LayerKind::from_name(&name).is_some() {
-            msg.push_str(&format!("; `{name}` is called, e.g. {}", symbol::call_form(&name)));
+            msg.push_str(&format!(
+                "; `{name}` is called, e.g. {}",
+                symbol::call_form(&name)
+            ));
         }
         msg
     }
@@ -140,7 +179,9 @@ impl Checker<'_> {
             Expr::Var(v) => match self.lookup(&v.to_string()) {
                 Some(Binding { val, .. }) => val.clone(),
                 None => match v.to_string().as_str() {
-                    "SAME" | "VALID" => Val::Word(v.to_string()),
+                    // A bare constant-like name: a word whose reader says
+                    // what it expected (`unknown padding `FULL``).
+                    w if is_constant_name(w) => Val::Word(w.to_string()),
                     "True" => Val::Bool(true),
                     "False" => Val::Bool(false),
                     _ => {
@@ -150,19 +191,26 @@ impl Checker<'_> {
                     }
                 },
             },
-            Expr::SelfField(f, tokens) => match self.params.get(&f.to_string()) {
-                Some(v) => v.clone(),
-                None => {
-                    let names: Vec<String> = self.model.params.iter().map(|d| d.name.to_string()).collect();
-                    let msg = if names.is_empty() {
-                        format!("`self.{f}`: `{}` has no block parameters; declare one as `{f}: Param<default>` after the input", self.model.name)
-                    } else {
-                        format!("`self.{f}` is not a block parameter of `{}`; its parameters are: {}", self.model.name, names.join(", "))
-                    };
-                    self.cx.error_at(tokens, msg);
-                    Val::Poison
+            Expr::SelfField(f, tokens) => {
+                match self.params.get(&f.to_string()) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let names: Vec<String> = self
+                            .model
+                            .params
+                            .iter()
+                            .map(|d| d.name.to_string())
+                            .collect();
+                        let msg = if names.is_empty() {
+                            format!("`self.{f}`: `{}` has no block parameters; declare one as `{f}: Param<default>` after the input", self.model.name)
+                        } else {
+                            format!("`self.{f}` is not a block parameter of `{}`; its parameters are: {}", self.model.name, names.join(", "))
+                        };
+                        self.cx.error_at(tokens, msg);
+                        Val::Poison
+                    }
                 }
-            },
+            }
             Expr::Lit(l, _) => match l {
                 Lit::Int(n) => Val::Int(*n),
                 Lit::Float(f) => Val::Float(*f),
@@ -174,7 +222,12 @@ impl Checker<'_> {
                 let v = self.expr(input);
                 self.unary(*op, v, tokens)
             }
-            Expr::Binary { op, lhs, rhs, tokens } => {
+            Expr::Binary {
+                op,
+                lhs,
+                rhs,
+                tokens,
+            } => {
                 let l = self.expr(lhs);
                 // `&&` and `||` short-circuit, as in Rust and Python.
                 match (op, &l) {
@@ -185,7 +238,11 @@ impl Checker<'_> {
                 let r = self.expr(rhs);
                 self.binary(*op, l, r, lhs, rhs, tokens)
             }
-            Expr::Field { base, member, tokens } => {
+            Expr::Field {
+                base,
+                member,
+                tokens,
+            } => {
                 let v = self.expr(base);
                 match (&v, member.to_string().as_str()) {
                     (Val::Poison, _) => Val::Poison,
@@ -196,17 +253,47 @@ impl Checker<'_> {
                         Val::Poison
                     }
                     (other, m) => {
-                        self.cx.error_at(tokens, format!("`.{m}` of {}: only tensors have fields (`x.shape`)", other.kind()));
+                        self.cx.error_at(
+                            tokens,
+                            format!(
+                                "`.{m}` of {}: only tensors have fields (`x.shape`)",
+                                other.kind()
+                            ),
+                        );
                         Val::Poison
                     }
                 }
             }
-            Expr::Index { base, index, tokens } => {
+            Expr::Index {
+                base,
+                index,
+                tokens,
+            } => {
                 let (b, i) = (self.expr(base), self.expr(index));
                 self.index(b, i, tokens)
             }
-            Expr::Call { callee, name, args, inputs, tokens } => self.call(callee, name, args, inputs.as_deref(), tokens),
-            Expr::If { cond, then, els, tokens } => match self.condition(cond) {
+            Expr::Call {
+                callee,
+                name,
+                args,
+                inputs,
+                tokens,
+            } => self.call(callee, name, args, inputs.as_deref(), tokens),
+            Expr::If {
+                then,
+                els: None,
+                tokens,
+                ..
+            } if then.value.is_some() => {
+                self.cx.error_at(tokens, "an `if` without `else` has no value: add an `else` branch, or assign in the branch (`if c { x = f(x); }`)");
+                Val::Poison
+            }
+            Expr::If {
+                cond,
+                then,
+                els,
+                tokens,
+            } => match self.condition(cond) {
                 Some(true) => self.block(then, false),
                 Some(false) => match els {
                     Some(e) => self.expr(e),
@@ -217,7 +304,11 @@ impl Checker<'_> {
                     Val::Poison
                 }
             },
-            Expr::Match { scrutinee, arms, tokens } => {
+            Expr::Match {
+                scrutinee,
+                arms,
+                tokens,
+            } => {
                 let v = self.expr(scrutinee);
                 if v.is_poison() {
                     return Val::Poison;
@@ -233,17 +324,32 @@ impl Checker<'_> {
                         hit |= equal(&v, &pv) == Some(true);
                     }
                     if hit {
-                        if let Some(g) = &arm.guard {
-                            match self.condition(g) {
-                                Some(true) => {}
-                                Some(false) => continue,
-                                None => return Val::Poison,
-                            }
+                        self.scopes.push(HashMap::new());
+                        if let Some(name) = &arm.bind {
+                            self.declare(name, v.clone(), false);
                         }
-                        return self.expr(&arm.body);
+                        let guard = match &arm.guard {
+                            Some(g) => self.condition(g),
+                            None => Some(true),
+                        };
+                        let out = match guard {
+                            Some(true) => Some(self.expr(&arm.body)),
+                            Some(false) => None,
+                            None => Some(Val::Poison),
+                        };
+                        self.scopes.pop();
+                        if let Some(out) = out {
+                            return out;
+                        }
                     }
                 }
-                self.cx.error_at(tokens, format!("no arm of this `match` matches {}; add `_ => ..`", show_val(&v)));
+                self.cx.error_at(
+                    tokens,
+                    format!(
+                        "no arm of this `match` matches {}; add `_ => ..`",
+                        show_val(&v)
+                    ),
+                );
                 Val::Poison
             }
             Expr::Block(b, _) => self.block(b, false),
@@ -260,7 +366,13 @@ impl Checker<'_> {
                 None
             }
             other => {
-                self.cx.error_at(cond.tokens(), format!("a condition must be a boolean (`s != 1`, `use_proj`), not {}", other.kind()));
+                self.cx.error_at(
+                    cond.tokens(),
+                    format!(
+                        "a condition must be a boolean (`s != 1`, `use_proj`), not {}",
+                        other.kind()
+                    ),
+                );
                 None
             }
         }
@@ -278,7 +390,10 @@ impl Checker<'_> {
             (UnOp::Not, Val::Bool(b)) => Val::Bool(!b),
             (op, other) => {
                 let sym = if op == UnOp::Neg { "-" } else { "!" };
-                self.cx.error_at(tokens, format!("`{sym}` does not apply to {}", other.kind()));
+                self.cx.error_at(
+                    tokens,
+                    format!("`{sym}` does not apply to {}", other.kind()),
+                );
                 Val::Poison
             }
         }
@@ -287,9 +402,18 @@ impl Checker<'_> {
     fn index(&mut self, b: Val, i: Val, tokens: &TokenStream) -> Val {
         match (b, i) {
             (Val::Poison, _) | (_, Val::Poison) => Val::Poison,
-            (Val::Shape(s), Val::Int(n)) if n < 0 && (n.unsigned_abs() as usize) <= s.len() => Val::Int(s[s.len() - n.unsigned_abs() as usize] as i64),
+            (Val::Shape(s), Val::Int(n)) if n < 0 && (n.unsigned_abs() as usize) <= s.len() => {
+                Val::Int(s[s.len() - n.unsigned_abs() as usize] as i64)
+            }
             (Val::Shape(s), Val::Int(n)) if n < 0 => {
-                self.cx.error_at(tokens, format!("`shape[{n}]` is out of range: the value has {} per-example axes ({})", s.len(), show(&s)));
+                self.cx.error_at(
+                    tokens,
+                    format!(
+                        "`shape[{n}]` is out of range: the value has {} per-example axes ({})",
+                        s.len(),
+                        show(&s)
+                    ),
+                );
                 Val::Poison
             }
             (Val::Shape(_), Val::Int(_)) => {
@@ -301,7 +425,10 @@ impl Checker<'_> {
                 match usize::try_from(k).ok().and_then(|k| t.get(k)) {
                     Some(v) => v.clone(),
                     None => {
-                        self.cx.error_at(tokens, format!("index {n} is out of range for a tuple of {}", t.len()));
+                        self.cx.error_at(
+                            tokens,
+                            format!("index {n} is out of range for a tuple of {}", t.len()),
+                        );
                         Val::Poison
                     }
                 }
@@ -311,40 +438,78 @@ impl Checker<'_> {
                 Val::Poison
             }
             (b, i) => {
-                self.cx.error_at(tokens, format!("cannot index {} with {}", b.kind(), i.kind()));
+                self.cx.error_at(
+                    tokens,
+                    format!("cannot index {} with {}", b.kind(), i.kind()),
+                );
                 Val::Poison
             }
         }
     }
 
-    fn binary(&mut self, op: BinOp, l: Val, r: Val, le: &Expr, re: &Expr, tokens: &TokenStream) -> Val {
+    fn binary(
+        &mut self,
+        op: BinOp,
+        l: Val,
+        r: Val,
+        le: &Expr,
+        re: &Expr,
+        tokens: &TokenStream,
+    ) -> Val {
         let sym = op.symbol();
         match (l, r) {
             (Val::Poison, _) | (_, Val::Poison) => Val::Poison,
             (Val::Tensor(a), Val::Tensor(b)) if op.is_arithmetic() => {
+                let Some(arith) = op.arith() else {
+                    return Val::Poison;
+                };
                 let (sa, sb) = (self.shape(a).to_vec(), self.shape(b).to_vec());
                 if sa != sb {
                     self.cx.error_at(tokens, format!("`{sym}` needs operands of the same shape, but {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb)));
                     return Val::Poison;
                 }
-                self.push(Kind::Binary(op, a, b), sa)
+                self.push(Kind::Binary(arith, a, b), sa)
             }
             (Val::Tensor(i), n @ (Val::Int(_) | Val::Float(_))) if op.is_arithmetic() => {
+                let Some(op) = op.arith() else {
+                    return Val::Poison;
+                };
                 let s = self.shape(i).to_vec();
-                self.push(Kind::Scalar { op, input: i, value: number(&n), scalar_first: false }, s)
+                self.push(
+                    Kind::Scalar {
+                        op,
+                        input: i,
+                        value: number(&n),
+                        scalar_first: false,
+                    },
+                    s,
+                )
             }
             (n @ (Val::Int(_) | Val::Float(_)), Val::Tensor(i)) if op.is_arithmetic() => {
-                if op == BinOp::Div {
+                let Some(op) = op.arith() else {
+                    return Val::Poison;
+                };
+                if op == Arith::Div {
                     self.cx.error_at(tokens, "dividing a number by a tensor is not supported; write `x * (1.0 / ..)` or use `sigmoid`/`softmax`");
                     return Val::Poison;
                 }
                 let s = self.shape(i).to_vec();
-                self.push(Kind::Scalar { op, input: i, value: number(&n), scalar_first: true }, s)
+                self.push(
+                    Kind::Scalar {
+                        op,
+                        input: i,
+                        value: number(&n),
+                        scalar_first: true,
+                    },
+                    s,
+                )
             }
             (l @ Val::Tensor(_), r) | (l, r @ Val::Tensor(_)) => {
                 let _ = (l, r);
                 let msg = if op.is_arithmetic() || op == BinOp::Rem {
-                    format!("`{sym}` works on two tensors of the same shape or a tensor and a number")
+                    format!(
+                        "`{sym}` works on two tensors of the same shape or a tensor and a number"
+                    )
                 } else {
                     format!("`{sym}` on a tensor cannot be decided when the macro expands; conditions use block parameters, loop indices and shapes (`x.shape[-1]`)")
                 };
@@ -379,7 +544,9 @@ fn equal(a: &Val, b: &Val) -> Option<bool> {
         (Val::Bool(x), Val::Bool(y)) => x == y,
         (Val::Str(x) | Val::Word(x), Val::Str(y) | Val::Word(y)) => x == y,
         _ => match (a.elems(), b.elems()) {
-            (Some(x), Some(y)) => x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| equal(p, q) == Some(true)),
+            (Some(x), Some(y)) => {
+                x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| equal(p, q) == Some(true))
+            }
             _ => return None,
         },
     })
@@ -393,7 +560,11 @@ fn constant_binary(op: BinOp, l: &Val, r: &Val) -> Result<Val, String> {
     let mismatch = || format!("`{sym}` does not apply to {} and {}", l.kind(), r.kind());
     match op {
         BinOp::And | BinOp::Or => match (l, r) {
-            (Val::Bool(a), Val::Bool(b)) => Ok(Val::Bool(if op == BinOp::And { *a && *b } else { *a || *b })),
+            (Val::Bool(a), Val::Bool(b)) => Ok(Val::Bool(if op == BinOp::And {
+                *a && *b
+            } else {
+                *a || *b
+            })),
             _ => Err(mismatch()),
         },
         BinOp::Eq | BinOp::Ne => match equal(l, r) {
@@ -401,7 +572,9 @@ fn constant_binary(op: BinOp, l: &Val, r: &Val) -> Result<Val, String> {
             None => Err(mismatch()),
         },
         BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
-            if !matches!(l, Val::Int(_) | Val::Float(_)) || !matches!(r, Val::Int(_) | Val::Float(_)) {
+            if !matches!(l, Val::Int(_) | Val::Float(_))
+                || !matches!(r, Val::Int(_) | Val::Float(_))
+            {
                 return Err(mismatch());
             }
             let (a, b) = (number(l), number(r));
@@ -421,7 +594,13 @@ fn constant_binary(op: BinOp, l: &Val, r: &Val) -> Result<Val, String> {
                     BinOp::Div => a.checked_div(*b),
                     _ => a.checked_rem(*b),
                 };
-                v.map(Val::Int).ok_or_else(|| if *b == 0 && matches!(op, BinOp::Div | BinOp::Rem) { "division by zero".to_string() } else { "this integer overflows".to_string() })
+                v.map(Val::Int).ok_or_else(|| {
+                    if *b == 0 && matches!(op, BinOp::Div | BinOp::Rem) {
+                        "division by zero".to_string()
+                    } else {
+                        "this integer overflows".to_string()
+                    }
+                })
             }
             (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
                 let (a, b) = (number(l), number(r));
@@ -441,6 +620,15 @@ fn constant_binary(op: BinOp, l: &Val, r: &Val) -> Result<Val, String> {
             _ => Err(mismatch()),
         },
     }
+}
+
+/// `SAME`, `HIDDEN`: a name that reads as a constant.
+fn is_constant_name(name: &str) -> bool {
+    name.len() > 1
+        && name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// A value as messages show it.

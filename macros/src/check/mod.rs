@@ -14,7 +14,7 @@
 mod call;
 mod eval;
 
-use crate::ast::{BinOp, Model};
+use crate::ast::{Arith, Model};
 use crate::ctxt::Ctxt;
 use crate::layers::Layer;
 use crate::nest::Sources;
@@ -68,9 +68,14 @@ pub enum Kind {
     /// An op on these steps.
     Op { op: Op, inputs: Vec<usize> },
     /// Tensor-tensor arithmetic.
-    Binary(BinOp, usize, usize),
+    Binary(Arith, usize, usize),
     /// Tensor-scalar arithmetic; `scalar_first` for `s - x` and the like.
-    Scalar { op: BinOp, input: usize, value: f64, scalar_first: bool },
+    Scalar {
+        op: Arith,
+        input: usize,
+        value: f64,
+        scalar_first: bool,
+    },
     /// `-x`
     Neg(usize),
 }
@@ -80,7 +85,9 @@ impl Kind {
     pub fn inputs(&self) -> Vec<usize> {
         match self {
             Kind::Input => vec![],
-            Kind::Field { input, .. } | Kind::Scalar { input, .. } | Kind::Neg(input) => vec![*input],
+            Kind::Field { input, .. } | Kind::Scalar { input, .. } | Kind::Neg(input) => {
+                vec![*input]
+            }
             Kind::Op { inputs, .. } => inputs.clone(),
             Kind::Binary(_, a, b) => vec![*a, *b],
         }
@@ -126,15 +133,27 @@ struct Checker<'a> {
 
 /// Checks a model as declared (input shape and parameter defaults).
 pub fn check(model: &Model, sources: &Sources) -> syn::Result<Plan> {
-    let inst = Instance { name: model.name.clone(), dims: model.input.dims.clone(), args: Vec::new() };
+    let inst = Instance {
+        name: model.name.clone(),
+        dims: model.input.dims.clone(),
+        args: Vec::new(),
+    };
     check_instance(model, inst, sources, 0)
 }
 
 /// Checks a model for an instance, or returns every error.
-pub fn check_instance(model: &Model, inst: Instance, sources: &Sources, depth: usize) -> syn::Result<Plan> {
+pub fn check_instance(
+    model: &Model,
+    inst: Instance,
+    sources: &Sources,
+    depth: usize,
+) -> syn::Result<Plan> {
     let mut c = Checker {
         cx: Ctxt::new(),
-        steps: vec![Step { kind: Kind::Input, shape: inst.dims.clone() }],
+        steps: vec![Step {
+            kind: Kind::Input,
+            shape: inst.dims.clone(),
+        }],
         fields: Vec::new(),
         inlined: Vec::new(),
         nested_paths: Vec::new(),
@@ -154,7 +173,15 @@ pub fn check_instance(model: &Model, inst: Instance, sources: &Sources, depth: u
         Val::Tensor(i) => Some(i),
         Val::Poison => None,
         other => {
-            c.cx.error_at(model.body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(), format!("the model output must be a tensor, not {}", other.kind()));
+            c.cx.error_at(
+                model
+                    .body
+                    .value
+                    .as_ref()
+                    .map(|v| v.tokens())
+                    .unwrap_or_default(),
+                format!("the model output must be a tensor, not {}", other.kind()),
+            );
             None
         }
     };
@@ -174,48 +201,69 @@ pub fn check_instance(model: &Model, inst: Instance, sources: &Sources, depth: u
     })
 }
 
+/// Checks the arguments a caller gives a nested model: positional ones in
+/// declaration order, then keywords, each a parameter it declares, each a
+/// value known at expansion. Errors go to the caller's context.
+pub fn check_param_args(model: &Model, args: &[ArgVal], outer: &mut Ctxt) -> bool {
+    let mut cx = Ctxt::new();
+    let decls = &model.params;
+    let names: Vec<String> = decls.iter().map(|d| d.name.to_string()).collect();
+    let mut seen = BTreeSet::new();
+    for (k, a) in args.iter().enumerate() {
+        let name = match &a.key {
+            Some(key) if names.contains(&key.to_string()) => key.to_string(),
+            Some(key) => {
+                let name = &model.name;
+                let msg = if names.is_empty() {
+                    format!("`{name}` takes no parameters besides `name`; declare one as `fn forward(x: Input<..>, {key}: Param<default>)`")
+                } else {
+                    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let near = crate::symbol::nearest(&key.to_string(), &refs)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    format!(
+                        "`{name}` has no parameter `{key}`{near}\nhelp: its parameters are: {}",
+                        names.join(", ")
+                    )
+                };
+                cx.push(Error::new(key.span(), msg));
+                continue;
+            }
+            None if k >= names.len() || args[..k].iter().any(|p| p.key.is_some()) => {
+                cx.error_at(a, format!("`{}` takes {} parameter(s), positional ones first, in declaration order: {}", model.name, names.len(), names.join(", ")));
+                continue;
+            }
+            None => names[k].clone(),
+        };
+        if !a.val.is_constant() && !a.val.is_poison() {
+            cx.error_at(a, format!("`{name}` is a block parameter, a value known when the macro expands (a number, a boolean, a tuple), not {}; pass tensors as inputs", a.val.kind()));
+        }
+        if !seen.insert(name.clone()) {
+            cx.push(Error::new(a.span(), format!("`{name}` is given twice")));
+        }
+    }
+    match cx.check() {
+        Ok(()) => true,
+        Err(e) => {
+            outer.push(e);
+            false
+        }
+    }
+}
+
 impl Checker<'_> {
-    /// Binds block parameters: the caller's values over the defaults.
+    /// Binds block parameters: the caller's values (checked by
+    /// [`check_param_args`]) over the defaults.
     fn bind_params(&mut self, args: &[ArgVal]) {
         let decls = &self.model.params;
         let mut given: HashMap<String, Val> = HashMap::new();
-        let mut positional = 0;
-        for a in args {
+        for (k, a) in args.iter().enumerate() {
             let slot = match &a.key {
-                Some(k) => match decls.iter().find(|d| d.name == *k) {
-                    Some(d) => Some(d.name.to_string()),
-                    None => {
-                        let names: Vec<String> = decls.iter().map(|d| d.name.to_string()).collect();
-                        let model = &self.model.name;
-                        let msg = if names.is_empty() {
-                            format!("`{model}` takes no parameters besides `name`; declare one as `fn forward(x: Input<..>, {k}: Param<default>)`")
-                        } else {
-                            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-                            let near = crate::symbol::nearest(&k.to_string(), &refs).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
-                            format!("`{model}` has no parameter `{k}`{near}\nhelp: its parameters are: {}", names.join(", "))
-                        };
-                        self.cx.push(Error::new(k.span(), msg));
-                        None
-                    }
-                },
-                None => {
-                    positional += 1;
-                    match decls.get(positional - 1) {
-                        Some(d) => Some(d.name.to_string()),
-                        None => {
-                            self.cx.error_at(a, format!("`{}` takes {} parameter(s), given positionally in declaration order", self.model.name, decls.len()));
-                            None
-                        }
-                    }
-                }
+                Some(key) => decls.iter().find(|d| d.name == *key),
+                None => decls.get(k),
             };
-            if let Some(name) = slot {
-                if !a.val.is_constant() && !a.val.is_poison() {
-                    self.cx.error_at(a, format!("`{name}` is a block parameter, a value known when the macro expands (a number, a boolean, a tuple), not {}; pass tensors as inputs", a.val.kind()));
-                }
-                if given.insert(name.clone(), a.val.clone()).is_some() {
-                    self.cx.push(Error::new(a.span(), format!("`{name}` is given twice")));
-                }
+            if let Some(d) = slot {
+                given.insert(d.name.to_string(), a.val.clone());
             }
         }
         for d in decls {

@@ -1,6 +1,6 @@
 //! The body of a `Module` / `ModuleMut` impl: one `let` per step.
 
-use crate::ast::BinOp;
+use crate::ast::Arith;
 use crate::check::{Kind, Plan};
 use crate::gen::{tensor_ty, Mode};
 use crate::ops::Io;
@@ -36,7 +36,10 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
     for (k, step) in plan.steps.iter().enumerate().skip(1) {
         let out = tensor_ty(&step.shape);
         let inputs = step.kind.inputs();
-        let in_ty = inputs.first().map(|i| tensor_ty(&plan.steps[*i].shape)).unwrap_or_default();
+        let in_ty = inputs
+            .first()
+            .map(|i| tensor_ty(&plan.steps[*i].shape))
+            .unwrap_or_default();
         let args: Vec<TokenStream> = inputs.iter().map(|i| read(*i)).collect();
         let v = format_ident!("__t{}", k);
         let value = match &step.kind {
@@ -46,7 +49,8 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 let (ty, n) = (field.layer.ty(), &field.name);
                 let r = mode.by_ref();
                 let x = &args[0];
-                let (in_ty, x) = if no_input_grad && field.layer.skips_input_grad() && inputs == [0] {
+                let (in_ty, x) = if no_input_grad && field.layer.skips_input_grad() && inputs == [0]
+                {
                     let l = paths::layers();
                     (quote!(#l::NoInputGrad<#in_ty>), quote!(#l::NoInputGrad(#x)))
                 } else {
@@ -57,7 +61,15 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 value
             }
             Kind::Op { op, .. } => {
-                let (value, w) = op.expand(Io { args, in_ty: &in_ty, out_ty: &out, out: &step.shape }, mode);
+                let (value, w) = op.expand(
+                    Io {
+                        args,
+                        in_ty: &in_ty,
+                        out_ty: &out,
+                        out: &step.shape,
+                    },
+                    mode,
+                );
                 wheres.extend(w);
                 value
             }
@@ -66,11 +78,18 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 let f = binop(*op);
                 quote!(#f(#a, #b)?)
             }
-            Kind::Scalar { op, value, scalar_first, .. } => {
+            Kind::Scalar {
+                op,
+                value,
+                scalar_first,
+                ..
+            } => {
                 let x = &args[0];
                 let s = quote!(#rt::scalar::<E>(#value));
                 match (op, scalar_first) {
-                    (BinOp::Sub, true) => quote!(#dfdx::tensor_ops::TryAdd::try_add(#x.try_negate()?, #s)?),
+                    (Arith::Sub, true) => {
+                        quote!(#dfdx::tensor_ops::TryAdd::try_add(#x.try_negate()?, #s)?)
+                    }
                     _ => {
                         let f = binop(*op);
                         quote!(#f(#x, #s)?)
@@ -88,13 +107,13 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
     (wheres, quote!(#(#stmts)* ::core::result::Result::Ok(#out)))
 }
 
-/// dfdx's arithmetic (the checker allows only `+ - * /` on tensors).
-fn binop(op: BinOp) -> TokenStream {
+/// dfdx's arithmetic.
+fn binop(op: Arith) -> TokenStream {
     let dfdx = paths::dfdx();
     match op {
-        BinOp::Sub => quote!(#dfdx::tensor_ops::TrySub::try_sub),
-        BinOp::Mul => quote!(#dfdx::tensor_ops::TryMul::try_mul),
-        BinOp::Div => quote!(#dfdx::tensor_ops::TryDiv::try_div),
-        _ => quote!(#dfdx::tensor_ops::TryAdd::try_add),
+        Arith::Add => quote!(#dfdx::tensor_ops::TryAdd::try_add),
+        Arith::Sub => quote!(#dfdx::tensor_ops::TrySub::try_sub),
+        Arith::Mul => quote!(#dfdx::tensor_ops::TryMul::try_mul),
+        Arith::Div => quote!(#dfdx::tensor_ops::TryDiv::try_div),
     }
 }

@@ -36,7 +36,12 @@ fn nest(items: Vec<TokenStream>) -> TokenStream {
 pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     let dfdx = paths::dfdx();
     let rt = paths::compact();
-    let Plan { name, module, fields, .. } = plan;
+    let Plan {
+        name,
+        module,
+        fields,
+        ..
+    } = plan;
     let fnames: Vec<&syn::Ident> = fields.iter().map(|f| &f.name).collect();
     let ftys: Vec<TokenStream> = fields.iter().map(|f| f.layer.ty()).collect();
     let (in_shape, out_shape) = (&plan.steps[0].shape, &plan.steps[plan.output].shape);
@@ -58,7 +63,10 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     let phantom = fields.is_empty();
     let (marker_field, marker_init) = marker(phantom);
 
-    let (in_ty, out_ty) = (crate::gen::tensor_ty(in_shape), crate::gen::tensor_ty(out_shape));
+    let (in_ty, out_ty) = (
+        crate::gen::tensor_ty(in_shape),
+        crate::gen::tensor_ty(out_shape),
+    );
     // `Module` and `ModuleMut`, each for the input tensor and for the input
     // marked `NoInputGrad(x)` (the convolutions that read it skip its
     // gradient; every other reader computes it as usual).
@@ -88,11 +96,16 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
             }
         }
     });
-    let params: usize = fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+    let params: usize = fields
+        .iter()
+        .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
     let consts = compact_consts(in_shape, out_shape, params);
     // Name each nested model as its user: a private model only called as a
     // layer is not dead code, and rustc checks the path is a model.
-    let uses = plan.nested_paths.iter().map(|p| quote!(const _: usize = <#p as #rt::Compact>::IN_RANK;));
+    let uses = plan
+        .nested_paths
+        .iter()
+        .map(|p| quote!(const _: usize = <#p as #rt::Compact>::IN_RANK;));
     let instances = plan.inlined.iter().map(|p| {
         let (name, body) = (&p.name, expand(p, &[]));
         quote! {
@@ -224,7 +237,10 @@ fn module_doc(plan: &Plan) -> Vec<String> {
             lines.push(format!("| {d} | `{}` | {p} |", shape::show(&s.shape)));
         }
     }
-    let total = plan.fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+    let total = plan
+        .fields
+        .iter()
+        .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
     lines.push(String::new());
     lines.push(format!("Trainable parameters: {total}."));
     lines

@@ -10,7 +10,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "BatchNorm",
     params: &["momentum", "epsilon", "axis", "name"],
     required: &[],
     example: "BatchNorm()(x)",
@@ -39,7 +38,12 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(BatchNorm, Vec<us
     });
     let rank = site.shape.len();
     if rank != 1 && rank != 3 {
-        site.wrong_input(cx, "BatchNorm", "[features] or [channels, height, width]", "");
+        site.wrong_input(
+            cx,
+            "BatchNorm",
+            "[features] or [channels, height, width]",
+            "",
+        );
         return None;
     }
     // `axis` may only name the feature axis: Flax's NHWC default `-1` is
@@ -59,7 +63,11 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(BatchNorm, Vec<us
             None => return None,
         }
     }
-    let bn = BatchNorm { features: site.shape[0], momentum: momentum?, epsilon: epsilon? };
+    let bn = BatchNorm {
+        features: site.shape[0],
+        momentum: momentum?,
+        epsilon: epsilon?,
+    };
     Some((bn, site.shape.to_vec()))
 }
 

@@ -1,18 +1,24 @@
 //! `Conv(features, kernel_size, strides = 1, padding = SAME, use_bias =
 //! true)`: Flax's `nn.Conv` on `[channels, height, width]`.
 
-use crate::rules::{self, Site};
 use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
 use crate::gen::lit;
 use crate::paths;
+use crate::rules::{self, Site};
 use crate::shape::{self, AxisPad, Window};
 use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "Conv",
-    params: &["features", "kernel_size", "strides", "padding", "use_bias", "name"],
+    params: &[
+        "features",
+        "kernel_size",
+        "strides",
+        "padding",
+        "use_bias",
+        "name",
+    ],
     required: &["features", "kernel_size"],
     example: "Conv(features = 32, kernel_size = (3, 3))(x)",
 };
@@ -33,13 +39,16 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Conv, Vec<usize>)
     let features = b.req(cx, "features", |a| a.positive("`features`"));
     let kernel = b.req(cx, "kernel_size", |a| a.pair("a kernel size"));
     let strides = b.or(cx, "strides", (1, 1), |a| a.pair("a stride"));
-    let padding = b.or(cx, "padding", (AxisPad::Same, AxisPad::Same), |a| a.padding());
+    let padding = b.or(cx, "padding", (AxisPad::Same, AxisPad::Same), |a| {
+        a.padding()
+    });
     let use_bias = b.or(cx, "use_bias", true, |a| a.boolean("`use_bias`"));
     if site.shape.len() != 3 {
         site.needs_image(cx, "Conv");
         return None;
     }
-    let (features, kernel, strides, padding, use_bias) = (features?, kernel?, strides?, padding?, use_bias?);
+    let (features, kernel, strides, padding, use_bias) =
+        (features?, kernel?, strides?, padding?, use_bias?);
     let win = site.windows(cx, "Conv", kernel, strides, padding)?;
     let out = vec![features, win[0].out, win[1].out];
     let conv = Conv {

@@ -1,16 +1,15 @@
 //! `Dense(features, use_bias = true)`: Flax's `nn.Dense` on the last axis.
 
-use crate::rules::Site;
 use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
 use crate::gen::lit;
 use crate::paths;
+use crate::rules::Site;
 use crate::shape;
 use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "Dense",
     params: &["features", "use_bias", "name"],
     required: &["features"],
     example: "Dense(features = 10)(x)",
@@ -29,13 +28,25 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>
     let use_bias = b.or(cx, "use_bias", true, |a| a.boolean("`use_bias`"));
     if site.shape.len() > 2 {
         let x = site.input.trim_matches('`');
-        site.wrong_input(cx, "Dense", "[features] (or [seq, features])", &format!("\nhelp: call `flatten({x})` first"));
+        site.wrong_input(
+            cx,
+            "Dense",
+            "[features] (or [seq, features])",
+            &format!("\nhelp: call `flatten({x})` first"),
+        );
         return None;
     }
     let (features, use_bias) = (features?, use_bias?);
     let mut out = site.shape.to_vec();
     let inputs = std::mem::replace(out.last_mut()?, features);
-    Some((Dense { inputs, features, use_bias }, out))
+    Some((
+        Dense {
+            inputs,
+            features,
+            use_bias,
+        },
+        out,
+    ))
 }
 
 impl Dense {
@@ -51,7 +62,11 @@ impl Dense {
     }
 
     pub fn params(&self) -> usize {
-        shape::params(&[self.inputs, self.features]).saturating_add(if self.use_bias { self.features } else { 0 })
+        shape::params(&[self.inputs, self.features]).saturating_add(if self.use_bias {
+            self.features
+        } else {
+            0
+        })
     }
 
     pub fn doc(&self) -> String {

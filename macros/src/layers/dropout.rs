@@ -7,7 +7,6 @@ use crate::ctxt::Ctxt;
 use crate::ops::Op;
 
 pub const SIG: Sig = Sig {
-    what: "Dropout",
     params: &["rate", "name"],
     required: &["rate"],
     example: "Dropout(rate = 0.5)(x)",

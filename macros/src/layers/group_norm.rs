@@ -10,7 +10,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "GroupNorm",
     params: &["num_groups", "group_size", "epsilon", "name"],
     required: &[],
     example: "GroupNorm(num_groups = 8)(x)",
@@ -34,7 +33,10 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(GroupNorm, Vec<us
     let epsilon = super::epsilon(b, cx, 1e-6);
     let split = match (b.get("num_groups"), b.get("group_size")) {
         (Some(a), Some(_)) => {
-            cx.error_at(a, "`GroupNorm` takes `num_groups` or `group_size`, not both");
+            cx.error_at(
+                a,
+                "`GroupNorm` takes `num_groups` or `group_size`, not both",
+            );
             None
         }
         (Some(a), None) => cx.take(a.positive("`num_groups`")).map(Split::Groups),
@@ -56,7 +58,14 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(GroupNorm, Vec<us
         cx.error_at(site.call, format!("`GroupNorm` with {rule} needs channels that split into equal groups, but {} has {c} channels", site.input));
         return None;
     }
-    Some((GroupNorm { channels: c, groups, epsilon: epsilon? }, site.shape.to_vec()))
+    Some((
+        GroupNorm {
+            channels: c,
+            groups,
+            epsilon: epsilon?,
+        },
+        site.shape.to_vec(),
+    ))
 }
 
 impl GroupNorm {

@@ -10,7 +10,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "LayerNorm",
     params: &["epsilon", "name"],
     required: &[],
     example: "LayerNorm()(x)",
@@ -26,7 +25,13 @@ pub struct LayerNorm {
 pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(LayerNorm, Vec<usize>)> {
     let epsilon = super::epsilon(b, cx, 1e-6);
     let features = last_axis(site, cx, "LayerNorm")?;
-    Some((LayerNorm { features, epsilon: epsilon? }, site.shape.to_vec()))
+    Some((
+        LayerNorm {
+            features,
+            epsilon: epsilon?,
+        },
+        site.shape.to_vec(),
+    ))
 }
 
 /// The feature axis of a norm over the last axis of `[f]` or `[seq, f]`.
@@ -34,7 +39,11 @@ pub fn last_axis(site: &Site, cx: &mut Ctxt, what: &str) -> Option<usize> {
     match site.shape {
         [.., f] if site.shape.len() <= 2 => Some(*f),
         _ => {
-            let help = if site.shape.len() == 3 { "\nhelp: on images, `GroupNorm` or `BatchNorm` normalise per channel" } else { "" };
+            let help = if site.shape.len() == 3 {
+                "\nhelp: on images, `GroupNorm` or `BatchNorm` normalise per channel"
+            } else {
+                ""
+            };
             site.wrong_input(cx, what, "[features] or [seq, features]", help);
             None
         }

@@ -76,11 +76,21 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
         LayerKind::Dense => dense::check(b, site, cx).map(|(l, s)| field((Layer::Dense(l), s))),
         LayerKind::Conv => conv::check(b, site, cx).map(|(l, s)| field((Layer::Conv(l), s))),
         LayerKind::Dropout => dropout::check(b, site, cx).map(Checked::Op),
-        LayerKind::BatchNorm => batch_norm::check(b, site, cx).map(|(l, s)| field((Layer::BatchNorm(l), s))),
-        LayerKind::LayerNorm => layer_norm::check(b, site, cx).map(|(l, s)| field((Layer::LayerNorm(l), s))),
-        LayerKind::RmsNorm => rms_norm::check(b, site, cx).map(|(l, s)| field((Layer::RmsNorm(l), s))),
-        LayerKind::GroupNorm => group_norm::check(b, site, cx).map(|(l, s)| field((Layer::GroupNorm(l), s))),
-        LayerKind::SelfAttention => self_attention::check(b, site, cx).map(|(l, s)| field((Layer::SelfAttention(l), s))),
+        LayerKind::BatchNorm => {
+            batch_norm::check(b, site, cx).map(|(l, s)| field((Layer::BatchNorm(l), s)))
+        }
+        LayerKind::LayerNorm => {
+            layer_norm::check(b, site, cx).map(|(l, s)| field((Layer::LayerNorm(l), s)))
+        }
+        LayerKind::RmsNorm => {
+            rms_norm::check(b, site, cx).map(|(l, s)| field((Layer::RmsNorm(l), s)))
+        }
+        LayerKind::GroupNorm => {
+            group_norm::check(b, site, cx).map(|(l, s)| field((Layer::GroupNorm(l), s)))
+        }
+        LayerKind::SelfAttention => {
+            self_attention::check(b, site, cx).map(|(l, s)| field((Layer::SelfAttention(l), s)))
+        }
     }
 }
 
@@ -107,7 +117,9 @@ impl Layer {
             Layer::LayerNorm(l) => l.init(),
             Layer::RmsNorm(l) => l.init(),
             Layer::GroupNorm(l) => l.init(),
-            Layer::Dense(_) | Layer::Conv(_) | Layer::SelfAttention(_) | Layer::Nested(_) => Vec::new(),
+            Layer::Dense(_) | Layer::Conv(_) | Layer::SelfAttention(_) | Layer::Nested(_) => {
+                Vec::new()
+            }
         }
     }
 

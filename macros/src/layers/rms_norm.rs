@@ -10,7 +10,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "RMSNorm",
     params: &["epsilon", "name"],
     required: &[],
     example: "RMSNorm()(x)",
@@ -26,7 +25,13 @@ pub struct RmsNorm {
 pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(RmsNorm, Vec<usize>)> {
     let epsilon = super::epsilon(b, cx, 1e-6);
     let features = super::layer_norm::last_axis(site, cx, "RMSNorm")?;
-    Some((RmsNorm { features, epsilon: epsilon? }, site.shape.to_vec()))
+    Some((
+        RmsNorm {
+            features,
+            epsilon: epsilon?,
+        },
+        site.shape.to_vec(),
+    ))
 }
 
 impl RmsNorm {

@@ -11,7 +11,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "SelfAttention",
     params: &["num_heads", "qkv_features", "out_features", "name"],
     required: &["num_heads"],
     example: "SelfAttention(num_heads = 4)(x)",
@@ -40,14 +39,24 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(SelfAttention, Ve
         cx.error_at(site.call, format!("`SelfAttention` splits its {qkv} qkv features into {heads} heads, which needs {qkv} divisible by {heads}"));
         return None;
     }
-    let layer = SelfAttention { features: f, qkv, heads, out };
+    let layer = SelfAttention {
+        features: f,
+        qkv,
+        heads,
+        out,
+    };
     Some((layer, vec![site.shape[0], out]))
 }
 
 impl SelfAttention {
     pub fn ty(&self) -> TokenStream {
         let l = paths::layers();
-        let (f, q, h, o) = (lit(self.features), lit(self.qkv), lit(self.heads), lit(self.out));
+        let (f, q, h, o) = (
+            lit(self.features),
+            lit(self.qkv),
+            lit(self.heads),
+            lit(self.out),
+        );
         quote!(#l::SelfAttention<#f, #q, #h, #o, E, D>)
     }
 
@@ -59,6 +68,9 @@ impl SelfAttention {
     }
 
     pub fn doc(&self) -> String {
-        format!("`SelfAttention({} heads, {} qkv features)`", self.heads, self.qkv)
+        format!(
+            "`SelfAttention({} heads, {} qkv features)`",
+            self.heads, self.qkv
+        )
     }
 }

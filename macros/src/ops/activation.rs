@@ -9,17 +9,55 @@ use crate::symbol::OpKind;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-const PLAIN: Sig = Sig { what: "activation", params: &[], required: &[], example: "relu(x)" };
-const GELU: Sig = Sig { what: "gelu", params: &["approximate"], required: &[], example: "gelu(x, approximate = false)" };
-const LEAKY: Sig = Sig { what: "leaky_relu", params: &["negative_slope"], required: &[], example: "leaky_relu(x, negative_slope = 0.2)" };
-const ELU: Sig = Sig { what: "elu", params: &["alpha"], required: &[], example: "elu(x, alpha = 1.0)" };
+const PLAIN: Sig = Sig {
+    params: &[],
+    required: &[],
+    example: "NAME(x)",
+};
+const GELU: Sig = Sig {
+    params: &["approximate"],
+    required: &[],
+    example: "gelu(x, approximate = false)",
+};
+const LEAKY: Sig = Sig {
+    params: &["negative_slope"],
+    required: &[],
+    example: "leaky_relu(x, negative_slope = 0.2)",
+};
+const ELU: Sig = Sig {
+    params: &["alpha"],
+    required: &[],
+    example: "elu(x, alpha = 1.0)",
+};
 
 pub fn sig(kind: OpKind) -> &'static Sig {
     match kind {
         OpKind::Gelu => &GELU,
         OpKind::LeakyRelu => &LEAKY,
         OpKind::Elu => &ELU,
-        _ => &PLAIN,
+        OpKind::Relu
+        | OpKind::Sigmoid
+        | OpKind::Tanh
+        | OpKind::Silu
+        | OpKind::Swish
+        | OpKind::Selu
+        | OpKind::Softplus
+        | OpKind::LogSigmoid
+        | OpKind::Relu6
+        | OpKind::HardTanh
+        | OpKind::HardSigmoid
+        | OpKind::HardSilu
+        | OpKind::HardSwish => &PLAIN,
+        // Not activations: `ops::sig` gives theirs.
+        OpKind::Softmax
+        | OpKind::LogSoftmax
+        | OpKind::Mean
+        | OpKind::Sum
+        | OpKind::Concatenate
+        | OpKind::AvgPool
+        | OpKind::MaxPool
+        | OpKind::Flatten
+        | OpKind::Reshape => &PLAIN,
     }
 }
 
@@ -34,7 +72,13 @@ pub enum Activation {
 }
 
 pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
-    let f = |name: &'static str| Some(Activation::Function(name, Vec::new(), format!("`{}`", kind.name())));
+    let f = |name: &'static str| {
+        Some(Activation::Function(
+            name,
+            Vec::new(),
+            format!("`{}`", kind.name()),
+        ))
+    };
     match kind {
         OpKind::Relu => Some(Activation::Relu),
         OpKind::Sigmoid => Some(Activation::Method("try_sigmoid", "`sigmoid`")),
@@ -44,7 +88,11 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
         // fix of dfdx's `accurate_gelu` gradient.
         OpKind::Gelu => match b.or(cx, "approximate", true, |a| a.boolean("`approximate`"))? {
             true => Some(Activation::Method("try_fast_gelu", "`gelu`")),
-            false => Some(Activation::Function("try_gelu_exact", Vec::new(), "`gelu(approximate = false)`".into())),
+            false => Some(Activation::Function(
+                "try_gelu_exact",
+                Vec::new(),
+                "`gelu(approximate = false)`".into(),
+            )),
         },
         OpKind::Silu => f("try_silu"),
         OpKind::Swish => f("try_swish"),
@@ -58,14 +106,29 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
         // Flax's defaults: negative_slope 0.01, alpha 1.0.
         OpKind::LeakyRelu => {
             let v = b.or(cx, "negative_slope", 0.01, |a| a.float("`negative_slope`"))?;
-            Some(Activation::Function("try_leaky_relu", vec![v], format!("`leaky_relu(negative_slope = {v})`")))
+            Some(Activation::Function(
+                "try_leaky_relu",
+                vec![v],
+                format!("`leaky_relu(negative_slope = {v})`"),
+            ))
         }
         OpKind::Elu => {
             let v = b.or(cx, "alpha", 1.0, |a| a.float("`alpha`"))?;
-            Some(Activation::Function("try_elu", vec![v], format!("`elu(alpha = {v})`")))
+            Some(Activation::Function(
+                "try_elu",
+                vec![v],
+                format!("`elu(alpha = {v})`"),
+            ))
         }
-        OpKind::Softmax | OpKind::LogSoftmax | OpKind::Mean | OpKind::Sum | OpKind::Concatenate
-        | OpKind::AvgPool | OpKind::MaxPool | OpKind::Flatten | OpKind::Reshape => None,
+        OpKind::Softmax
+        | OpKind::LogSoftmax
+        | OpKind::Mean
+        | OpKind::Sum
+        | OpKind::Concatenate
+        | OpKind::AvgPool
+        | OpKind::MaxPool
+        | OpKind::Flatten
+        | OpKind::Reshape => None,
     }
 }
 

@@ -10,23 +10,39 @@ use crate::shape::{self, show};
 use proc_macro2::TokenStream;
 use quote::quote;
 
-pub const SIG: Sig = Sig { what: "concatenate", params: &["axis"], required: &["axis"], example: "concatenate((x, y), axis = -3)" };
+pub const SIG: Sig = Sig {
+    params: &["axis"],
+    required: &["axis"],
+    example: "concatenate((x, y), axis = -3)",
+};
 
-pub fn check(b: &Bound, shapes: &[Vec<usize>], site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
+pub fn check(
+    b: &Bound,
+    shapes: &[Vec<usize>],
+    names: &[String],
+    site: &Site,
+    cx: &mut Ctxt,
+) -> Option<(super::Op, Vec<usize>)> {
     let first = shapes.first()?;
     let rank = first.len();
     let a = b.get("axis")?;
     let axis = cx.take(a.axis_from_end(rank))?;
-    if let Some(msg) = super::nhwc_axis(rank, axis, " (`axis = -2` and `-1` join along the height and the width)") {
-        cx.error_at(a, msg);
+    if let Some(why) = super::nhwc_axis(rank, axis) {
+        cx.error_at(a, format!("{why}\nhelp: write `axis = -3` to join channels (`-2` and `-1` join along the height and the width)"));
         return None;
     }
-    let without = |s: &[usize]| -> Vec<usize> { s.iter().enumerate().filter(|(k, _)| *k != axis).map(|(_, d)| *d).collect() };
+    let without = |s: &[usize]| -> Vec<usize> {
+        s.iter()
+            .enumerate()
+            .filter(|(k, _)| *k != axis)
+            .map(|(_, d)| *d)
+            .collect()
+    };
     for (k, s) in shapes.iter().enumerate().skip(1) {
         if s.len() != rank || without(s) != without(first) {
             cx.error_at(site.call, format!(
-                "`concatenate` along axis -{} needs the other axes to match, but the first tensor has shape {} and tensor {} has shape {} here",
-                rank - axis, show(first), k + 1, show(s)
+                "`concatenate` along axis -{} needs the other axes to match, but {} has shape {} and {} has shape {} here",
+                rank - axis, names[0], show(first), names[k], show(s)
             ));
             return None;
         }

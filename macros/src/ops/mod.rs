@@ -45,10 +45,22 @@ pub enum Op {
 /// The signature of an op (its input, the first argument, not counted).
 pub fn sig(kind: OpKind) -> &'static Sig {
     match kind {
-        OpKind::Relu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish | OpKind::Selu
-        | OpKind::Softplus | OpKind::LogSigmoid | OpKind::Relu6 | OpKind::HardTanh
-        | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish | OpKind::Gelu
-        | OpKind::LeakyRelu | OpKind::Elu => activation::sig(kind),
+        OpKind::Relu
+        | OpKind::Sigmoid
+        | OpKind::Tanh
+        | OpKind::Silu
+        | OpKind::Swish
+        | OpKind::Selu
+        | OpKind::Softplus
+        | OpKind::LogSigmoid
+        | OpKind::Relu6
+        | OpKind::HardTanh
+        | OpKind::HardSigmoid
+        | OpKind::HardSilu
+        | OpKind::HardSwish
+        | OpKind::Gelu
+        | OpKind::LeakyRelu
+        | OpKind::Elu => activation::sig(kind),
         OpKind::Softmax | OpKind::LogSoftmax => &softmax::SIG,
         OpKind::Mean | OpKind::Sum => &reduce::SIG,
         OpKind::Concatenate => &concat::SIG,
@@ -58,20 +70,43 @@ pub fn sig(kind: OpKind) -> &'static Sig {
     }
 }
 
-/// Checks an op on inputs of these per-example shapes (several only for
-/// `concatenate`); its output shape.
-pub fn check(kind: OpKind, b: &Bound, shapes: &[Vec<usize>], site: &Site, cx: &mut Ctxt) -> Option<(Op, Vec<usize>)> {
+/// Checks an op on inputs of these per-example shapes and names (several
+/// only for `concatenate`); its output shape.
+pub fn check(
+    kind: OpKind,
+    b: &Bound,
+    shapes: &[Vec<usize>],
+    names: &[String],
+    site: &Site,
+    cx: &mut Ctxt,
+) -> Option<(Op, Vec<usize>)> {
     match kind {
-        OpKind::Relu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish | OpKind::Selu
-        | OpKind::Softplus | OpKind::LogSigmoid | OpKind::Relu6 | OpKind::HardTanh
-        | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish | OpKind::Gelu
-        | OpKind::LeakyRelu | OpKind::Elu => {
+        OpKind::Relu
+        | OpKind::Sigmoid
+        | OpKind::Tanh
+        | OpKind::Silu
+        | OpKind::Swish
+        | OpKind::Selu
+        | OpKind::Softplus
+        | OpKind::LogSigmoid
+        | OpKind::Relu6
+        | OpKind::HardTanh
+        | OpKind::HardSigmoid
+        | OpKind::HardSilu
+        | OpKind::HardSwish
+        | OpKind::Gelu
+        | OpKind::LeakyRelu
+        | OpKind::Elu => {
             activation::check(kind, b, cx).map(|a| (Op::Activation(a), site.shape.to_vec()))
         }
-        OpKind::Softmax | OpKind::LogSoftmax => softmax::check(kind == OpKind::LogSoftmax, b, site, cx),
+        OpKind::Softmax | OpKind::LogSoftmax => {
+            softmax::check(kind == OpKind::LogSoftmax, b, site, cx)
+        }
         OpKind::Mean | OpKind::Sum => reduce::check(kind == OpKind::Mean, b, site, cx),
-        OpKind::Concatenate => concat::check(b, shapes, site, cx),
-        OpKind::AvgPool | OpKind::MaxPool => pool::check(kind == OpKind::AvgPool, b, site, cx).map(|(p, s)| (Op::Pool(p), s)),
+        OpKind::Concatenate => concat::check(b, shapes, names, site, cx),
+        OpKind::AvgPool | OpKind::MaxPool => {
+            pool::check(kind == OpKind::AvgPool, b, site, cx).map(|(p, s)| (Op::Pool(p), s))
+        }
         OpKind::Flatten => reshape::flatten(site, cx),
         OpKind::Reshape => reshape::check(b, site, cx),
     }
@@ -101,7 +136,13 @@ impl Op {
         let x = io.args.first().cloned().unwrap_or_default();
         let zst = |ty: TokenStream| {
             let r = mode.by_ref();
-            let (v, w) = mode.apply(&ty, quote!(#r <#ty as ::core::default::Default>::default()), x.clone(), io.in_ty, io.out_ty);
+            let (v, w) = mode.apply(
+                &ty,
+                quote!(#r <#ty as ::core::default::Default>::default()),
+                x.clone(),
+                io.in_ty,
+                io.out_ty,
+            );
             (v, vec![w])
         };
         match self {
@@ -131,7 +172,11 @@ impl Op {
             Op::Activation(a) => a.doc(),
             Op::Dropout(r) => format!("`Dropout({r})`"),
             Op::Softmax { log, .. } => (if *log { "`log_softmax`" } else { "`softmax`" }).into(),
-            Op::Reduce { mean, axes } => format!("`{}` over {} axis(es)", if *mean { "mean" } else { "sum" }, axes.len()),
+            Op::Reduce { mean, axes } => format!(
+                "`{}` over {} axis(es)",
+                if *mean { "mean" } else { "sum" },
+                axes.len()
+            ),
             Op::Concat { .. } => "`concatenate`".into(),
             Op::Pool(p) => p.doc(),
             Op::FlattenImage { .. } => "`flatten`".into(),
@@ -141,9 +186,10 @@ impl Op {
 }
 
 /// An axis written `-1` on an image where Flax (NHWC) means the channels:
-/// under NCHW it would silently mean the width. `None` when fine.
-pub fn nhwc_axis(rank: usize, axis: usize, what: &str) -> Option<String> {
-    (rank == 3 && axis == 2).then(|| {
-        format!("on a [channels, height, width] value, axis -1 is the width; Flax's channel axis `-1` (NHWC) is axis -3 in flaxen's NCHW layout\nhelp: write `axis = -3` for the channels{what}")
-    })
+/// under NCHW it would silently mean the width. The reason, for messages;
+/// `None` when fine.
+pub fn nhwc_axis(rank: usize, axis: usize) -> Option<&'static str> {
+    (rank == 3 && axis == 2).then_some(
+        "on a [channels, height, width] value, axis -1 is the width; Flax's channel axis `-1` (NHWC) is axis -3 in flaxen's NCHW layout",
+    )
 }

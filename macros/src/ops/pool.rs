@@ -11,10 +11,9 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    what: "pool",
     params: &["window_shape", "strides", "padding"],
     required: &["window_shape"],
-    example: "avg_pool(x, window_shape = (2, 2), strides = (2, 2))",
+    example: "NAME(x, window_shape = (2, 2), strides = (2, 2))",
 };
 
 /// A checked pooling.
@@ -31,7 +30,9 @@ pub fn check(avg: bool, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Pool, 
     let what = if avg { "avg_pool" } else { "max_pool" };
     let window = b.req(cx, "window_shape", |a| a.pair("a window size"));
     let strides = b.or(cx, "strides", (1, 1), |a| a.pair("a stride"));
-    let padding = b.or(cx, "padding", (AxisPad::Valid, AxisPad::Valid), |a| a.padding());
+    let padding = b.or(cx, "padding", (AxisPad::Valid, AxisPad::Valid), |a| {
+        a.padding()
+    });
     if site.shape.len() != 3 {
         site.needs_image(cx, what);
         return None;
@@ -40,13 +41,27 @@ pub fn check(avg: bool, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Pool, 
     let win = site.windows(cx, what, window, strides, padding)?;
     let s = site.shape;
     let out = vec![s[0], win[0].out, win[1].out];
-    Some((Pool { avg, channels: s[0], window, strides, hw: (s[1], s[2]), win }, out))
+    Some((
+        Pool {
+            avg,
+            channels: s[0],
+            window,
+            strides,
+            hw: (s[1], s[2]),
+            win,
+        },
+        out,
+    ))
 }
 
 impl Pool {
     pub fn ty(&self) -> TokenStream {
         let l = paths::layers();
-        let ty = if self.avg { quote!(AvgPool2D) } else { quote!(MaxPool2D) };
+        let ty = if self.avg {
+            quote!(AvgPool2D)
+        } else {
+            quote!(MaxPool2D)
+        };
         let c = lit(self.channels);
         let g = rules::window_generics(self.window, self.strides, &self.win, self.hw);
         quote!(#l::#ty<#c, #g>)
@@ -54,6 +69,9 @@ impl Pool {
 
     pub fn doc(&self) -> String {
         let what = if self.avg { "avg_pool" } else { "max_pool" };
-        format!("`{what}` {}x{}, strides {}x{}", self.window.0, self.window.1, self.strides.0, self.strides.1)
+        format!(
+            "`{what}` {}x{}, strides {}x{}",
+            self.window.0, self.window.1, self.strides.0, self.strides.1
+        )
     }
 }

@@ -10,8 +10,16 @@ use crate::shape::{self, show};
 use proc_macro2::TokenStream;
 use quote::quote;
 
-pub const FLATTEN: Sig = Sig { what: "flatten", params: &[], required: &[], example: "flatten(x)" };
-pub const RESHAPE: Sig = Sig { what: "reshape", params: &["shape"], required: &["shape"], example: "reshape(x, (16, 49))" };
+pub const FLATTEN: Sig = Sig {
+    params: &[],
+    required: &[],
+    example: "flatten(x)",
+};
+pub const RESHAPE: Sig = Sig {
+    params: &["shape"],
+    required: &["shape"],
+    example: "reshape(x, (16, 49))",
+};
 
 pub fn flatten(site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
     let Some(n) = shape::product(site.shape) else {

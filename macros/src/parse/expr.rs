@@ -10,7 +10,9 @@ use syn::{Error, Result};
 const EXPR_HELP: &str = "write a layer call `Dense(10)(x)`, an op `relu(x)`, a variable, a number, arithmetic (`x + y`, `x * 0.5`), `if`/`match` on block parameters, or `x.shape[-1]`";
 
 /// Prefixes of Flax and JAX code that flaxen's words do without.
-const PREFIXES: &[&str] = &["nn", "jnp", "jax", "lax", "linen", "F", "torch", "np", "optax"];
+const PREFIXES: &[&str] = &[
+    "nn", "jnp", "jax", "lax", "linen", "F", "torch", "np", "optax",
+];
 
 /// Parses a block; every malformed statement is reported.
 pub fn parse_block(block: &syn::Block) -> Result<Block> {
@@ -42,7 +44,15 @@ enum Parsed {
 /// Whether an expression is a statement on its own when written without
 /// `;` before the end of a block (`for`, `if` without a value...).
 fn block_like(e: &syn::Expr) -> bool {
-    matches!(e, syn::Expr::ForLoop(_) | syn::Expr::If(_) | syn::Expr::Match(_) | syn::Expr::Block(_) | syn::Expr::While(_) | syn::Expr::Loop(_))
+    matches!(
+        e,
+        syn::Expr::ForLoop(_)
+            | syn::Expr::If(_)
+            | syn::Expr::Match(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+    )
 }
 
 fn parse_stmt(stmt: &syn::Stmt, last: bool) -> Result<Parsed> {
@@ -78,23 +88,57 @@ fn compound(op: syn::BinOp) -> Option<BinOp> {
 
 fn parse_let(local: &syn::Local) -> Result<Stmt> {
     let (var, mutable) = match &local.pat {
-        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => (p.ident.clone(), p.mutability.is_some()),
-        syn::Pat::Type(t) => return Err(Error::new_spanned(&t.ty, "leave out the type: the macro infers every shape")),
-        other => return Err(Error::new_spanned(other, "bind a plain name: `let x = ...;`")),
+        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+            (p.ident.clone(), p.mutability.is_some())
+        }
+        syn::Pat::Type(t) => {
+            return Err(Error::new_spanned(
+                &t.ty,
+                "leave out the type: the macro infers every shape",
+            ))
+        }
+        other => {
+            return Err(Error::new_spanned(
+                other,
+                "bind a plain name: `let x = ...;`",
+            ))
+        }
     };
     let Some(init) = &local.init else {
-        return Err(Error::new_spanned(local, "`let` needs a value: `let x = relu(x);`"));
+        return Err(Error::new_spanned(
+            local,
+            "`let` needs a value: `let x = relu(x);`",
+        ));
     };
     if let Some((_, d)) = &init.diverge {
-        return Err(Error::new_spanned(d, "`let ... else` is not part of the model language"));
+        return Err(Error::new_spanned(
+            d,
+            "`let ... else` is not part of the model language",
+        ));
     }
-    Ok(Stmt::Let { var, mutable, value: parse_expr(&init.expr)? })
+    Ok(Stmt::Let {
+        var,
+        mutable,
+        value: parse_expr(&init.expr)?,
+    })
 }
 
-fn parse_assign(left: &syn::Expr, right: &syn::Expr, op: Option<BinOp>, whole: &syn::Expr) -> Result<Stmt> {
+fn parse_assign(
+    left: &syn::Expr,
+    right: &syn::Expr,
+    op: Option<BinOp>,
+    whole: &syn::Expr,
+) -> Result<Stmt> {
     let var = match strip(left) {
-        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.segments[0].ident.clone(),
-        other => return Err(Error::new_spanned(other, "only a variable can be assigned: `x = Dense(10)(x);`")),
+        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            p.path.segments[0].ident.clone()
+        }
+        other => {
+            return Err(Error::new_spanned(
+                other,
+                "only a variable can be assigned: `x = Dense(10)(x);`",
+            ))
+        }
     };
     let rhs = parse_expr(right)?;
     let value = match op {
@@ -111,19 +155,31 @@ fn parse_assign(left: &syn::Expr, right: &syn::Expr, op: Option<BinOp>, whole: &
 
 fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
     if let Some(l) = &f.label {
-        return Err(Error::new_spanned(l, "loop labels are not part of the model language"));
+        return Err(Error::new_spanned(
+            l,
+            "loop labels are not part of the model language",
+        ));
     }
     let var = match &*f.pat {
-        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() => Some(p.ident.clone()),
+        syn::Pat::Ident(p)
+            if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() =>
+        {
+            Some(p.ident.clone())
+        }
         syn::Pat::Wild(_) => None,
-        other => return Err(Error::new_spanned(other, "a loop variable is a plain name or `_`: `for i in 0..n`")),
+        other => {
+            return Err(Error::new_spanned(
+                other,
+                "a loop variable is a plain name or `_`: `for i in 0..n`",
+            ))
+        }
     };
     let (start, end, inclusive) = match strip(&f.expr) {
         syn::Expr::Range(r) => {
             let (Some(start), Some(end)) = (&r.start, &r.end) else {
                 return Err(Error::new_spanned(r, "the macro unrolls a loop, so its range needs both ends: `for i in 0..n`"));
             };
-            (parse_expr(start)?, parse_expr(end)?, matches!(r.limits, syn::RangeLimits::Closed(_)))
+            (Box::new(parse_expr(start)?), Box::new(parse_expr(end)?), matches!(r.limits, syn::RangeLimits::Closed(_)))
         }
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("range")) => {
             return Err(Error::new_spanned(&f.expr, "Python's `range(n)` is written `0..n` (and `range(a, b)` is `a..b`)"));
@@ -221,14 +277,20 @@ fn both<A, B>(a: Result<A>, b: Result<B>) -> Result<(A, B)> {
 
 fn literal(l: &syn::Lit) -> Result<Lit> {
     match l {
-        syn::Lit::Int(i) => i.base10_parse::<i64>().map(Lit::Int).map_err(|_| Error::new_spanned(i, "this integer is too large")),
+        syn::Lit::Int(i) => i
+            .base10_parse::<i64>()
+            .map(Lit::Int)
+            .map_err(|_| Error::new_spanned(i, "this integer is too large")),
         syn::Lit::Float(f) => match f.base10_parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(Lit::Float(v)),
             _ => Err(Error::new_spanned(f, "this number is not a finite `f64`")),
         },
         syn::Lit::Bool(b) => Ok(Lit::Bool(b.value)),
         syn::Lit::Str(s) => Ok(Lit::Str(s.value())),
-        other => Err(Error::new_spanned(other, format!("a number, `true`/`false` or a string was expected here; {EXPR_HELP}"))),
+        other => Err(Error::new_spanned(
+            other,
+            format!("a number, `true`/`false` or a string was expected here; {EXPR_HELP}"),
+        )),
     }
 }
 
@@ -247,8 +309,21 @@ fn binop(op: syn::BinOp) -> Result<BinOp> {
         syn::BinOp::Ge(_) => BinOp::Ge,
         syn::BinOp::And(_) => BinOp::And,
         syn::BinOp::Or(_) => BinOp::Or,
-        syn::BinOp::BitAnd(_) | syn::BinOp::BitOr(_) => return Err(Error::new_spanned(op, "conditions combine with `&&` and `||`")),
-        other => return Err(Error::new_spanned(other, format!("`{}` is not part of the model language; {EXPR_HELP}", other.to_token_stream()))),
+        syn::BinOp::BitAnd(_) | syn::BinOp::BitOr(_) => {
+            return Err(Error::new_spanned(
+                op,
+                "conditions combine with `&&` and `||`",
+            ))
+        }
+        other => {
+            return Err(Error::new_spanned(
+                other,
+                format!(
+                    "`{}` is not part of the model language; {EXPR_HELP}",
+                    other.to_token_stream()
+                ),
+            ))
+        }
     })
 }
 
@@ -257,7 +332,12 @@ fn binop(op: syn::BinOp) -> Result<BinOp> {
 fn method_call(m: &syn::ExprMethodCall) -> Error {
     let method = m.method.to_string();
     if let syn::Expr::Path(p) = strip(&m.receiver) {
-        if let Some(prefix) = p.path.get_ident().map(ToString::to_string).filter(|p| PREFIXES.contains(&p.as_str())) {
+        if let Some(prefix) = p
+            .path
+            .get_ident()
+            .map(ToString::to_string)
+            .filter(|p| PREFIXES.contains(&p.as_str()))
+        {
             return Error::new_spanned(m, prefix_message(&prefix, &method));
         }
     }
@@ -294,11 +374,16 @@ fn parse_args(args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) -> 
     for a in args {
         let parsed = match a {
             syn::Expr::Assign(asg) => match strip(&asg.left) {
-                syn::Expr::Path(p) if p.path.get_ident().is_some() => parse_expr(&asg.right).map(|value| Arg {
-                    key: p.path.get_ident().cloned(),
-                    value,
-                }),
-                other => Err(Error::new_spanned(other, "a keyword argument is written `name = value`")),
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                    parse_expr(&asg.right).map(|value| Arg {
+                        key: p.path.get_ident().cloned(),
+                        value,
+                    })
+                }
+                other => Err(Error::new_spanned(
+                    other,
+                    "a keyword argument is written `name = value`",
+                )),
             },
             other => parse_expr(other).map(|value| Arg { key: None, value }),
         };
@@ -318,14 +403,29 @@ fn callee(path: &syn::Path, applied: bool) -> Callee {
         return match PREFIXES.contains(&segs[0].as_str()) {
             true => Callee::Unknown(prefix_message(&segs[0], &last)),
             false if applied => Callee::Nested(path.clone()),
-            false => Callee::Unknown(format!("a layer or model is built, then applied to its input: `{}(..)(x)`", compact(&path.to_token_stream()))),
+            false => Callee::Unknown(format!(
+                "a layer or model is built, then applied to its input: `{}(..)(x)`",
+                compact(&path.to_token_stream())
+            )),
         };
     }
-    match (LayerKind::from_name(&last), OpKind::from_name(&last), applied) {
+    match (
+        LayerKind::from_name(&last),
+        OpKind::from_name(&last),
+        applied,
+    ) {
         (Some(k), _, true) => return Callee::Layer(k),
         (_, Some(k), false) => return Callee::Op(k),
-        (Some(_), _, false) => return Callee::Unknown(format!("`{last}(..)` builds a layer; apply it to its input: `{last}(..)(x)`")),
-        (_, Some(_), true) => return Callee::Unknown(format!("`{last}` is an op, not a layer: call it as `{last}(x, ..)`")),
+        (Some(_), _, false) => {
+            return Callee::Unknown(format!(
+                "`{last}(..)` builds a layer; apply it to its input: `{last}(..)(x)`"
+            ))
+        }
+        (_, Some(_), true) => {
+            return Callee::Unknown(format!(
+                "`{last}` is an op, not a layer: call it as `{last}(x, ..)`"
+            ))
+        }
         _ => {}
     }
     let kind = if applied { "layer" } else { "op" };
@@ -336,13 +436,18 @@ fn callee(path: &syn::Path, applied: bool) -> Callee {
         });
     }
     if let Some(s) = symbol::nearest_word(&last) {
-        return Callee::Unknown(format!("unknown {kind} `{last}`; did you mean {}?", symbol::call_form(s)));
+        return Callee::Unknown(format!(
+            "unknown {kind} `{last}`; did you mean {}?",
+            symbol::call_form(s)
+        ));
     }
     let camel = last.starts_with(|c: char| c.is_ascii_uppercase());
     match (applied, camel) {
         // Another `#[compact]` model; rustc reports a name that is none.
         (true, true) => Callee::Nested(path.clone()),
-        (false, true) => Callee::Unknown(format!("`{last}(..)` builds a layer or model; apply it to its input: `{last}(..)(x)`")),
+        (false, true) => Callee::Unknown(format!(
+            "`{last}(..)` builds a layer or model; apply it to its input: `{last}(..)(x)`"
+        )),
         _ => Callee::Unknown(format!(
             "unknown {kind} `{last}`\nhelp: the layers are: {}; the ops are: {}",
             LayerKind::NAMES.join(", "),
@@ -359,11 +464,19 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
             let path = match strip(&inner.func) {
                 syn::Expr::Path(p) if p.qself.is_none() => p.path.clone(),
                 syn::Expr::MethodCall(m) => return Err(method_call(m)),
-                other => return Err(Error::new_spanned(other, "a layer is named by a path, as in `Dense(10)(x)`")),
+                other => {
+                    return Err(Error::new_spanned(
+                        other,
+                        "a layer is named by a path, as in `Dense(10)(x)`",
+                    ))
+                }
             };
             let (args, inputs) = both(parse_args(&inner.args), parse_args(&c.args))?;
             if inputs.is_empty() {
-                return Err(Error::new_spanned(&tokens, "apply the layer to its input: `Dense(10)(x)`"));
+                return Err(Error::new_spanned(
+                    &tokens,
+                    "apply the layer to its input: `Dense(10)(x)`",
+                ));
             }
             Ok(Expr::Call {
                 callee: callee(&path, true),
@@ -376,7 +489,12 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
         syn::Expr::MethodCall(m) => Err(method_call(m)),
         // `op(input, args)`
         syn::Expr::Path(p) if p.qself.is_none() => {
-            let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+            let last = p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
             if c.args.is_empty() {
                 let msg = if last.starts_with(char::is_uppercase) {
                     format!("`{last}()` builds a layer; apply it to its input: `{last}()(x)`")
@@ -398,7 +516,10 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
                 tokens,
             })
         }
-        other => Err(Error::new_spanned(other, format!("`#[compact]` does not understand this call; {EXPR_HELP}"))),
+        other => Err(Error::new_spanned(
+            other,
+            format!("`#[compact]` does not understand this call; {EXPR_HELP}"),
+        )),
     }
 }
 
@@ -409,7 +530,12 @@ fn parse_if(i: &syn::ExprIf) -> Result<Expr> {
         None => None,
         Some((_, e)) => Some(Box::new(parse_expr(e)?)),
     };
-    Ok(Expr::If { cond: Box::new(cond), then, els, tokens: i.to_token_stream() })
+    Ok(Expr::If {
+        cond: Box::new(cond),
+        then,
+        els,
+        tokens: i.to_token_stream(),
+    })
 }
 
 fn parse_pat(p: &syn::Pat, out: &mut Vec<Expr>) -> Result<()> {
@@ -421,7 +547,7 @@ fn parse_pat(p: &syn::Pat, out: &mut Vec<Expr>) -> Result<()> {
         }
         syn::Pat::Or(o) => o.cases.iter().try_for_each(|c| parse_pat(c, out)),
         syn::Pat::Paren(p) => parse_pat(&p.pat, out),
-        other => Err(Error::new_spanned(other, "a `match` arm's pattern is a literal (`1`, `true`, `\"SAME\"`), `a | b`, or `_`")),
+        other => Err(Error::new_spanned(other, "a `match` arm's pattern is a literal (`1`, `true`, `\"SAME\"`), `a | b`, `_`, or a name (`n if n > 2 =>`)")),
     }
 }
 
@@ -430,7 +556,17 @@ fn parse_match(m: &syn::ExprMatch) -> Result<Expr> {
     let mut arms = Vec::new();
     for arm in &m.arms {
         let mut pats = Vec::new();
-        parse_pat(&arm.pat, &mut pats)?;
+        let bind = match &arm.pat {
+            syn::Pat::Ident(p)
+                if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() =>
+            {
+                Some(p.ident.clone())
+            }
+            other => {
+                parse_pat(other, &mut pats)?;
+                None
+            }
+        };
         // `1 | _` matches anything: keep it a wildcard.
         if has_wild(&arm.pat) {
             pats.clear();
@@ -439,9 +575,18 @@ fn parse_match(m: &syn::ExprMatch) -> Result<Expr> {
             Some((_, g)) => Some(parse_expr(g)?),
             None => None,
         };
-        arms.push(Arm { pats, guard, body: parse_expr(&arm.body)? });
+        arms.push(Arm {
+            pats,
+            bind,
+            guard,
+            body: parse_expr(&arm.body)?,
+        });
     }
-    Ok(Expr::Match { scrutinee: Box::new(scrutinee), arms, tokens: m.to_token_stream() })
+    Ok(Expr::Match {
+        scrutinee: Box::new(scrutinee),
+        arms,
+        tokens: m.to_token_stream(),
+    })
 }
 
 fn has_wild(p: &syn::Pat) -> bool {

@@ -5,7 +5,7 @@
 
 mod expr;
 
-use crate::ast::{Model, InputDecl, ParamDecl};
+use crate::ast::{InputDecl, Model, ParamDecl};
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Error, Result};
@@ -37,11 +37,17 @@ pub fn model_name(item: &TokenStream) -> Option<syn::Ident> {
 /// Parses an impl block as written.
 pub fn parse_model(item: TokenStream) -> Result<Model> {
     if let Some(dollar) = find_dollar(&item) {
-        return Err(Error::new(dollar, "`$` cannot appear in a `#[compact]` model"));
+        return Err(Error::new(
+            dollar,
+            "`$` cannot appear in a `#[compact]` model",
+        ));
     }
     let item: syn::ItemImpl = syn::parse2(item)?;
     if let Some((_, path, _)) = &item.trait_ {
-        return Err(Error::new_spanned(path, format!("{FORM}, not a trait impl")));
+        return Err(Error::new_spanned(
+            path,
+            format!("{FORM}, not a trait impl"),
+        ));
     }
     if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
         return Err(Error::new_spanned(&item.generics, "a `#[compact]` model cannot be generic: the macro computes every shape, so they must be fixed; give sizes as block parameters (`features: Param<64>`) instead"));
@@ -55,7 +61,10 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
             p.path.segments[0].ident.clone()
         }
         other => {
-            return Err(Error::new_spanned(other, format!("{FORM}: the model must be a plain type name")))
+            return Err(Error::new_spanned(
+                other,
+                format!("{FORM}: the model must be a plain type name"),
+            ))
         }
     };
     let mut forward = None;
@@ -64,10 +73,16 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
         match it {
             syn::ImplItem::Fn(f) if f.sig.ident == "forward" || f.sig.ident == "__call__" => {
                 if f.sig.ident == "__call__" {
-                    return Err(Error::new_spanned(&f.sig.ident, "a `#[compact]` model's method is `fn forward`, not Flax's `__call__`"));
+                    return Err(Error::new_spanned(
+                        &f.sig.ident,
+                        "a `#[compact]` model's method is `fn forward`, not Flax's `__call__`",
+                    ));
                 }
                 if forward.is_some() {
-                    return Err(Error::new_spanned(&f.sig.ident, "a model has one `fn forward`"));
+                    return Err(Error::new_spanned(
+                        &f.sig.ident,
+                        "a model has one `fn forward`",
+                    ));
                 }
                 forward = Some(f);
             }
@@ -75,10 +90,18 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
         }
     }
     let Some(f) = forward else {
-        return Err(Error::new(Span::call_site(), format!("{FORM}: `fn forward` is missing")));
+        return Err(Error::new(
+            Span::call_site(),
+            format!("{FORM}: `fn forward` is missing"),
+        ));
     };
     let (input, params) = parse_signature(&f.sig)?;
-    let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
+    let docs = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .cloned()
+        .collect();
     let body = parse_block(&f.block)?;
     Ok(Model {
         name,
@@ -99,7 +122,13 @@ fn find_dollar(ts: &TokenStream) -> Option<Span> {
 }
 
 /// Names Flax code gives a mode flag; flaxen's modes come from the call.
-const MODE_FLAGS: &[&str] = &["train", "training", "is_training", "deterministic", "use_running_average"];
+const MODE_FLAGS: &[&str] = &[
+    "train",
+    "training",
+    "is_training",
+    "deterministic",
+    "use_running_average",
+];
 
 const MODES: &str = "modes come from the call, not from a flag: `model.forward(x)` runs inference (Dropout off, BatchNorm on its running statistics), `model.forward_mut(x)` with a tape trains (Dropout on, BatchNorm on batch statistics)";
 
@@ -111,32 +140,50 @@ fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<ParamDecl>)> 
         .or(sig.asyncness.as_ref().map(ToTokens::to_token_stream))
         .or(sig.unsafety.as_ref().map(ToTokens::to_token_stream))
     {
-        return Err(Error::new_spanned(t, "`fn forward` of a `#[compact]` model is a plain `fn`"));
+        return Err(Error::new_spanned(
+            t,
+            "`fn forward` of a `#[compact]` model is a plain `fn`",
+        ));
     }
     if !sig.generics.params.is_empty() {
         return Err(Error::new_spanned(&sig.generics, "`fn forward` takes no generic parameters; the batch size, dtype and device are generic already"));
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        return Err(Error::new_spanned(ty, "leave out the return type: the macro infers the output shape"));
+        return Err(Error::new_spanned(
+            ty,
+            "leave out the return type: the macro infers the output shape",
+        ));
     }
     let mut typed = Vec::new();
     for arg in &sig.inputs {
         match arg {
             syn::FnArg::Receiver(r) => {
                 if r.reference.is_none() || r.mutability.is_some() || r.colon_token.is_some() {
-                    return Err(Error::new_spanned(r, "the receiver of `fn forward` can only be `&self`"));
+                    return Err(Error::new_spanned(
+                        r,
+                        "the receiver of `fn forward` can only be `&self`",
+                    ));
                 }
             }
             syn::FnArg::Typed(t) => typed.push(t),
         }
     }
     let Some((first, rest)) = typed.split_first() else {
-        return Err(Error::new_spanned(&sig.ident, "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`"));
+        return Err(Error::new_spanned(
+            &sig.ident,
+            "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`",
+        ));
     };
-    let var = plain_name(&first.pat, "name the input with a plain identifier: `x: Input<..>`")?;
+    let var = plain_name(
+        &first.pat,
+        "name the input with a plain identifier: `x: Input<..>`",
+    )?;
     let nchw = first.attrs.iter().any(|a| a.path().is_ident("nchw"));
     if let Some(a) = first.attrs.iter().find(|a| !a.path().is_ident("nchw")) {
-        return Err(Error::new_spanned(a, "the only attribute an input takes is `#[nchw]`"));
+        return Err(Error::new_spanned(
+            a,
+            "the only attribute an input takes is `#[nchw]`",
+        ));
     }
     let dims = parse_input_type(&first.ty, nchw)?;
     let mut params = Vec::new();
@@ -148,7 +195,9 @@ fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<ParamDecl>)> 
 
 fn plain_name(pat: &syn::Pat, msg: &str) -> Result<syn::Ident> {
     match pat {
-        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() => {
+        syn::Pat::Ident(p)
+            if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() =>
+        {
             Ok(p.ident.clone())
         }
         other => Err(Error::new_spanned(other, msg)),
@@ -161,25 +210,36 @@ const PARAM_HELP: &str = "after its input, `fn forward` takes block parameters w
 fn parse_param(p: &syn::PatType) -> Result<ParamDecl> {
     let name = plain_name(&p.pat, PARAM_HELP)?;
     if MODE_FLAGS.contains(&name.to_string().as_str()) {
-        return Err(Error::new_spanned(p, format!("drop the `{name}` flag: {MODES}")));
+        return Err(Error::new_spanned(
+            p,
+            format!("drop the `{name}` flag: {MODES}"),
+        ));
     }
     if let syn::Type::Path(tp) = &*p.ty {
         if tp.qself.is_none() && tp.path.is_ident("Input") {
             return Err(Error::new_spanned(p, "a model takes one `Input<..>`; further arguments are block parameters, `name: Param<default>`"));
         }
-        let seg = tp.path.segments.last().filter(|s| s.ident == "Param" && tp.path.segments.len() == 1);
+        let seg = tp
+            .path
+            .segments
+            .last()
+            .filter(|s| s.ident == "Param" && tp.path.segments.len() == 1);
         if let Some(syn::PathArguments::AngleBracketed(a)) = seg.map(|s| &s.arguments) {
             if a.args.len() == 1 {
                 let default = match &a.args[0] {
                     // `Param<{ (3, 3) }>`: a tuple must be braced in a
                     // generic argument; the value is what is inside.
-                    syn::GenericArgument::Const(syn::Expr::Block(b)) => match b.block.stmts.as_slice() {
-                        [syn::Stmt::Expr(inner, None)] => expr::parse_expr(inner)?,
-                        _ => return Err(Error::new_spanned(b, PARAM_HELP)),
-                    },
+                    syn::GenericArgument::Const(syn::Expr::Block(b)) => {
+                        match b.block.stmts.as_slice() {
+                            [syn::Stmt::Expr(inner, None)] => expr::parse_expr(inner)?,
+                            _ => return Err(Error::new_spanned(b, PARAM_HELP)),
+                        }
+                    }
                     syn::GenericArgument::Const(e) => expr::parse_expr(e)?,
                     // `Param<SAME>` parses as a type.
-                    syn::GenericArgument::Type(syn::Type::Path(t)) if t.qself.is_none() && t.path.get_ident().is_some() => {
+                    syn::GenericArgument::Type(syn::Type::Path(t))
+                        if t.qself.is_none() && t.path.get_ident().is_some() =>
+                    {
                         crate::ast::Expr::Var(t.path.segments[0].ident.clone())
                     }
                     other => return Err(Error::new_spanned(other, PARAM_HELP)),
@@ -196,7 +256,9 @@ const INPUT_HELP: &str = "declare the per-example input shape as `Input<D1, ..>`
 fn parse_input_type(ty: &syn::Type, nchw: bool) -> Result<Vec<usize>> {
     let bad = |msg: &str| Error::new_spanned(ty, format!("bad input declaration: {msg}"));
     let seg = match ty {
-        syn::Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => &p.path.segments[0],
+        syn::Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
+            &p.path.segments[0]
+        }
         _ => return Err(bad(INPUT_HELP)),
     };
     if seg.ident != "Input" {

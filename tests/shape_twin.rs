@@ -1,0 +1,65 @@
+//! The macro computes every size itself (`macros/src/shape.rs`, which a
+//! proc-macro crate cannot export); the runtime's layers check their const
+//! generics with their own `const fn`s. This test includes the macro's file
+//! and holds the two against each other over every small geometry, so they
+//! cannot drift.
+
+#[path = "../macros/src/shape.rs"]
+#[allow(dead_code)]
+mod macro_shape;
+
+use flaxen::runtime::layers::{conv_out_size, same_padding};
+
+#[test]
+fn same_padding_agrees() {
+    for size in 1..40 {
+        for kernel in 1..9 {
+            for stride in 1..5 {
+                assert_eq!(
+                    macro_shape::same_padding(size, kernel, stride),
+                    same_padding(size, kernel, stride),
+                    "size {size} kernel {kernel} stride {stride}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_out_size_agrees() {
+    for size in 1..30 {
+        for kernel in 1..9 {
+            for stride in 1..5 {
+                for (lo, hi) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 3), (4, 4)] {
+                    // The runtime says 0 where the window does not fit; the
+                    // macro reports an error there.
+                    assert_eq!(
+                        macro_shape::conv_out_size(size, kernel, stride, lo, hi).unwrap_or(0),
+                        conv_out_size(size, kernel, stride, lo, hi),
+                        "size {size} kernel {kernel} stride {stride} pad ({lo}, {hi})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn windows_agree_with_the_runtime_geometry_check() {
+    use macro_shape::{window, AxisPad};
+    for size in 1..20 {
+        for kernel in 1..6 {
+            for stride in 1..4 {
+                for pad in [AxisPad::Same, AxisPad::Valid, AxisPad::Explicit(1, 2)] {
+                    let Ok(w) = window(size, kernel, stride, pad) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        w.out,
+                        conv_out_size(size, kernel, stride, w.pad_lo, w.pad_hi)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,14 @@
+use flaxen::prelude::*;
+
+pub struct Mlp;
+
+#[compact]
+impl Mlp {
+    fn forward(x: Input<784>) {
+        let x = relu(Dense(128)(x));
+        let x = Dropout(0.5)(x, deterministic = false);
+        Dense(10)(x)
+    }
+}
+
+fn main() {}
