@@ -12,6 +12,8 @@ use dfdx::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
 
+pub use super::resize::try_resize2d;
+
 /// For every output position (row-major) and every window cell (row-major),
 /// the index of the input cell it reads within one flattened plane of
 /// `h * w` cells, or `pad` when the cell lies in the padding.

@@ -146,6 +146,31 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         x: Tensor<X, E, Self, T>,
         y_shape: Y,
     ) -> Result<Tensor<Y, E, Self, T>, Self::Err>;
+
+    /// `jax.image.resize` of every `h x w` plane of `x` (`x` holds
+    /// `planes * h * w` values, `y_shape` `planes * oh * ow`); records the
+    /// backward pass on `x`'s tape. The default is the
+    /// [`composite`](super::composite) path (two `matmul`s); the CPU runs
+    /// separable 1-D passes (`nearest` as copies).
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::{FlaxenDevice, ResizeGeometry, ResizeMethod};
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let x: Tensor<Rank4<1, 1, 1, 2>, f32, _> = dev.tensor([[[[1.0, 2.0]]]]);
+    /// let g = ResizeGeometry::checked(ResizeMethod::Nearest, true, [1, 2], [2, 4]);
+    /// let y = dev.try_resize2d(&g, x, Rank4::<1, 1, 2, 4>::default()).unwrap();
+    /// assert_eq!(y.array(), [[[[1.0, 1.0, 2.0, 2.0], [1.0, 1.0, 2.0, 2.0]]]]);
+    /// ```
+    fn try_resize2d<X: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &super::ResizeGeometry,
+        x: Tensor<X, E, Self, T>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        super::resize::try_resize2d(geom, x, y_shape)
+    }
 }
 
 macro_rules! impl_with_cpu_kernels {
@@ -227,6 +252,15 @@ macro_rules! impl_with_cpu_kernels {
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
                 cpu::pool2d(self, kind, channels, win, x, y_shape)
+            }
+
+            fn try_resize2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &super::ResizeGeometry,
+                x: Tensor<X, $e, Self, T>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                cpu::resize::resize2d(self, geom, x, y_shape)
             }
         }
     )*};

@@ -44,6 +44,7 @@ mod flatten;
 mod norm;
 mod pool;
 mod relu;
+pub mod resize;
 
 pub use attention::SelfAttention;
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
@@ -53,6 +54,7 @@ pub use flatten::Flatten2D;
 pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
+pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {

@@ -11,6 +11,7 @@ mod conv;
 mod dense;
 mod gemm;
 mod pool;
+pub(super) mod resize;
 mod scratch;
 
 use dfdx::prelude::*;
