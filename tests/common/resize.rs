@@ -73,7 +73,6 @@ pub fn tol(bytes: usize) -> f64 {
 
 /// Runs the fixture case `$name` through `Resize2D<3, H, W, OH, OW, M, AA>`
 /// on `$dev` in dtype `$e`.
-
 macro_rules! resize_case {
     ($dev:expr, $e:ty, $name:literal, $m:ident, $aa:literal, ($h:literal, $w:literal) -> ($oh:literal, $ow:literal)) => {{
         use flaxen::prelude::*;
@@ -106,7 +105,6 @@ macro_rules! resize_case {
 }
 
 /// Every case of the fixture, with its types.
-
 macro_rules! all_resize_cases {
     ($dev:expr, $e:ty) => {{
         let n = resize_fixture::cases().len();
