@@ -102,6 +102,8 @@ vocabulary! {
         Flatten => "flatten",
         /// `reshape(x, shape)`
         Reshape => "reshape",
+        /// `resize(x, shape, method)`
+        Resize => "resize",
     }
 }
 
@@ -130,6 +132,10 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
         "MultiheadAttention" | "MultiHeadAttention" => (
             "self-attention is `SelfAttention(num_heads)`",
             Some("SelfAttention"),
+        ),
+        "Upsample" | "UpsamplingNearest2d" | "UpsamplingBilinear2d" | "upsample" | "interpolate" => (
+            "resizing is `resize(x, (c, 2 * h, 2 * w), method = \"nearest\")` (jax.image.resize); nearest by an integer factor is a copy",
+            Some("resize"),
         ),
         "ReLU" | "Relu" => ("activations are ops: `relu(x)`", Some("relu")),
         "GELU" | "Gelu" => ("activations are ops: `gelu(x)`", Some("gelu")),

@@ -184,6 +184,8 @@ impl Checker<'_> {
                     w if is_constant_name(w) => Val::Word(w.to_string()),
                     "True" => Val::Bool(true),
                     "False" => Val::Bool(false),
+                    // `method = nearest`: jax's resize methods as bare words.
+                    w if crate::ops::is_method_word(w) => Val::Word(w.to_string()),
                     _ => {
                         let msg = self.unknown_variable(v);
                         self.cx.push(Error::new(v.span(), msg));

@@ -57,6 +57,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         | OpKind::AvgPool
         | OpKind::MaxPool
         | OpKind::Flatten
+        | OpKind::Resize
         | OpKind::Reshape => &PLAIN,
     }
 }
@@ -128,6 +129,7 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
         | OpKind::AvgPool
         | OpKind::MaxPool
         | OpKind::Flatten
+        | OpKind::Resize
         | OpKind::Reshape => None,
     }
 }

@@ -8,6 +8,7 @@ mod concat;
 mod pool;
 mod reduce;
 mod reshape;
+mod resize;
 mod softmax;
 
 use crate::args::{Bound, Sig};
@@ -21,6 +22,7 @@ use quote::quote;
 
 pub use activation::Activation;
 pub use pool::Pool;
+pub use resize::is_method_word;
 
 /// A checked op (the step's inputs are recorded beside it).
 pub enum Op {
@@ -40,6 +42,8 @@ pub enum Op {
     FlattenImage { chw: [usize; 3] },
     /// Any other reshape to the step's shape (same element count).
     Reshape,
+    /// `resize`: `jax.image.resize` of the height and width.
+    Resize(resize::Resize),
 }
 
 /// The signature of an op (its input, the first argument, not counted).
@@ -67,6 +71,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         OpKind::AvgPool | OpKind::MaxPool => &pool::SIG,
         OpKind::Flatten => &reshape::FLATTEN,
         OpKind::Reshape => &reshape::RESHAPE,
+        OpKind::Resize => &resize::SIG,
     }
 }
 
@@ -109,6 +114,7 @@ pub fn check(
         }
         OpKind::Flatten => reshape::flatten(site, cx),
         OpKind::Reshape => reshape::check(b, site, cx),
+        OpKind::Resize => resize::check(b, site, cx),
     }
 }
 
@@ -163,6 +169,7 @@ impl Op {
             Op::Pool(p) => zst(p.ty()),
             Op::FlattenImage { chw } => zst(reshape::flatten_image_ty(*chw)),
             Op::Reshape => (reshape::expand(x, io.out), Vec::new()),
+            Op::Resize(r) => zst(r.ty()),
         }
     }
 
@@ -181,6 +188,7 @@ impl Op {
             Op::Pool(p) => p.doc(),
             Op::FlattenImage { .. } => "`flatten`".into(),
             Op::Reshape => "`reshape`".into(),
+            Op::Resize(r) => r.doc(),
         })
     }
 }
