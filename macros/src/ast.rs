@@ -11,8 +11,9 @@ use quote::ToTokens;
 pub struct Model {
     /// The type the impl is for (`Cnn`).
     pub name: syn::Ident,
-    /// The input variable and its declared per-example shape.
-    pub input: InputDecl,
+    /// The inputs, in declaration order (the module takes a tuple when
+    /// there are several; the tape rides on the first).
+    pub inputs: Vec<InputDecl>,
     /// Block parameters (`features: Param<64>`), in declaration order.
     pub params: Vec<ParamDecl>,
     /// The body of `fn forward`.
@@ -23,12 +24,36 @@ pub struct Model {
     pub passthrough: Vec<syn::ImplItem>,
 }
 
-/// `x: Input<1, 28, 28>`.
+/// `x: Input<1, 28, 28>`, `tokens: Tokens<16>`, `mask: Mask<16, 16>`.
 pub struct InputDecl {
     /// The variable name.
     pub var: syn::Ident,
+    /// What the tensor holds.
+    pub elem: Elem,
     /// The declared per-example sizes.
     pub dims: Vec<usize>,
+}
+
+/// What a tensor of the model holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    /// Numbers of the model's dtype (`Input<..>`, every layer's output).
+    Float,
+    /// Token ids, `usize` (`Tokens<..>`).
+    Index,
+    /// A mask, `bool`, true where attention may look (`Mask<..>`).
+    Bool,
+}
+
+impl Elem {
+    /// The declaration's type name.
+    pub fn decl(self) -> &'static str {
+        match self {
+            Elem::Float => "Input",
+            Elem::Index => "Tokens",
+            Elem::Bool => "Mask",
+        }
+    }
 }
 
 /// `features: Param<64>`: a block parameter and its default.

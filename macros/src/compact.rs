@@ -43,7 +43,7 @@ fn run(model: &Model, item: &TokenStream, sources: &Sources) -> TokenStream {
     }
     let body = match check::check(model, sources) {
         Ok(plan) => expand::expand(&plan, &model.docs),
-        Err(e) => expand::stub(&model.name, Some(&model.input.dims), &e),
+        Err(e) => expand::stub(&model.name, Some(&model.inputs[0].dims), &e),
     };
     let name = &model.name;
     let source = nest::source_macro(name, item);

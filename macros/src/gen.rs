@@ -1,6 +1,7 @@
 //! Small pieces of generated code shared by the layers, the ops and the
 //! expansion.
 
+use crate::ast::Elem;
 use crate::paths;
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
@@ -23,9 +24,21 @@ pub fn batched_shape(shape: &[usize]) -> TokenStream {
 
 /// The batched tensor type of a per-example shape, with tape `T`.
 pub fn tensor_ty(shape: &[usize]) -> TokenStream {
+    typed_tensor(shape, Elem::Float, true)
+}
+
+/// The batched tensor type of a per-example shape holding `elem`, with the
+/// tape `T` or none. A mask never carries a tape.
+pub fn typed_tensor(shape: &[usize], elem: Elem, taped: bool) -> TokenStream {
     let dfdx = paths::dfdx();
     let s = batched_shape(shape);
-    quote!(#dfdx::tensor::Tensor<#s, E, D, T>)
+    match (elem, taped) {
+        (Elem::Float, true) => quote!(#dfdx::tensor::Tensor<#s, E, D, T>),
+        (Elem::Float, false) => quote!(#dfdx::tensor::Tensor<#s, E, D>),
+        (Elem::Index, true) => quote!(#dfdx::tensor::Tensor<#s, usize, D, T>),
+        (Elem::Index, false) => quote!(#dfdx::tensor::Tensor<#s, usize, D>),
+        (Elem::Bool, _) => quote!(#dfdx::tensor::Tensor<#s, bool, D>),
+    }
 }
 
 /// The trait a forward pass implements: `Module` (inference) or

@@ -15,6 +15,10 @@ pub struct Site<'a> {
     pub input: String,
     /// The whole call, where errors point.
     pub call: &'a TokenStream,
+    /// The shapes of further positional inputs (cross-attention's `kv`).
+    pub extra: Vec<Vec<usize>>,
+    /// The shape of a `mask = ..` input.
+    pub mask: Option<Vec<usize>>,
 }
 
 impl Site<'_> {

@@ -46,6 +46,10 @@ vocabulary! {
         GroupNorm => "GroupNorm",
         /// `SelfAttention(num_heads)`
         SelfAttention => "SelfAttention",
+        /// `MultiHeadDotProductAttention(num_heads)`
+        MultiHeadDotProductAttention => "MultiHeadDotProductAttention",
+        /// `Embed(num_embeddings, features)`
+        Embed => "Embed",
     }
 }
 
@@ -104,6 +108,14 @@ vocabulary! {
         Reshape => "reshape",
         /// `resize(x, shape, method)`
         Resize => "resize",
+        /// `swapaxes(x, a, b)`
+        SwapAxes => "swapaxes",
+        /// `make_causal_mask(x)`
+        MakeCausalMask => "make_causal_mask",
+        /// `make_attention_mask(q_tokens, k_tokens)`
+        MakeAttentionMask => "make_attention_mask",
+        /// `combine_masks(a, b)`
+        CombineMasks => "combine_masks",
     }
 }
 
@@ -129,10 +141,6 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
         }
         "LayerNormalization" => ("`LayerNorm()`", Some("LayerNorm")),
         "RmsNorm" | "RMSNormalization" => ("`RMSNorm()`", Some("RMSNorm")),
-        "MultiheadAttention" | "MultiHeadAttention" => (
-            "self-attention is `SelfAttention(num_heads)`",
-            Some("SelfAttention"),
-        ),
         "Upsample" | "UpsamplingNearest2d" | "UpsamplingBilinear2d" | "upsample" | "interpolate" => (
             "resizing is `resize(x, (c, 2 * h, 2 * w), method = \"nearest\")` (jax.image.resize); nearest by an integer factor is a copy",
             Some("resize"),
@@ -152,10 +160,15 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "pooling is an op: `avg_pool(x, (2, 2), strides = (2, 2))`",
             Some("avg_pool"),
         ),
-        "Embed"
-        | "Embedding"
-        | "ConvTranspose"
-        | "MultiHeadDotProductAttention"
+        "Embedding" => (
+            "token ids become features with `Embed(num_embeddings, features)`",
+            Some("Embed"),
+        ),
+        "MultiheadAttention" | "MultiHeadAttention" => (
+            "attention is `SelfAttention(num_heads)` or, across two inputs, `MultiHeadDotProductAttention(num_heads)`",
+            Some("MultiHeadDotProductAttention"),
+        ),
+        "ConvTranspose"
         | "LSTMCell"
         | "GRUCell"
         | "SimpleCell"

@@ -186,7 +186,19 @@ fn malformed_inputs_give_errors() {
         impl S { fn forward(x: Input<>) { x } }
         impl S { fn forward(x: Input<1, 2, 3, 4>) { x } }
         impl S { fn forward(x: Input<99999999999999999999999>) { x } }
-        impl S { fn forward(x: Input<1>, y: Input<1>) { x } }
+        impl S { fn forward(m: Mask<2, 2>, x: Input<1>) { x } }
+        impl S { fn forward(t: Tokens<2, 2>) { Embed(4, 2)(t) } }
+        impl S { fn forward(x: Input<2>, k: Param<1>, y: Input<1>) { x } }
+        impl S { fn forward(t: Tokens<3>) { t } }
+        impl S { fn forward(t: Tokens<3>) { relu(t) } }
+        impl S { fn forward(x: Input<3, 4>) { Embed(4, 2)(x) } }
+        impl S { fn forward(x: Input<3, 4>, m: Mask<3, 4>) { SelfAttention(2)(x, mask = m) } }
+        impl S { fn forward(x: Input<3, 4>, m: Mask<3, 3>) { SelfAttention(2)(x, m) } }
+        impl S { fn forward(x: Input<3, 4>, m: Mask<3, 3>) { SelfAttention(2)(x, mask = x) } }
+        impl S { fn forward(x: Input<3, 4>) { make_attention_mask(x, x) } }
+        impl S { fn forward(x: Input<3, 4>) { x[3] } }
+        impl S { fn forward(x: Input<4>) { x[0] } }
+        impl S { fn forward(x: Input<3, 4>) { swapaxes(x, -1, -3) } }
         impl S { fn forward(x: Input<1>) -> u8 { x } }
         impl S { fn forward(&mut self, x: Input<1>) { x } }
         impl S { fn forward(x: Input<1>) { let y; x } }

@@ -81,3 +81,22 @@ pub fn scalar<E: Dtype>(value: f64) -> E {
         }
     })
 }
+
+/// `[batch]` copies of `index`: what `x[i]` in a model selects with, the
+/// same element of every example.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::same_index;
+///
+/// let dev: Cpu = Default::default();
+/// let i = same_index(&dev, 3usize, 2).unwrap();
+/// assert_eq!(i.as_vec(), [2, 2, 2]);
+/// ```
+pub fn same_index<B: dfdx::shapes::Dim, D: dfdx::tensor::TensorFromVec<usize>>(
+    dev: &D,
+    batch: B,
+    index: usize,
+) -> Result<dfdx::tensor::Tensor<(B,), usize, D>, D::Err> {
+    dev.try_tensor_from_vec(vec![index; batch.size()], (batch,))
+}

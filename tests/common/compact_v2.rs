@@ -68,13 +68,22 @@ pub fn fixture() -> Fixture {
 }
 
 /// Loads the case's parameters and running statistics into `model` through
-/// its checkpoint keys: every tensor of the model must be in the fixture,
-/// with its shape, and every fixture tensor in the model.
+/// its checkpoint keys (see [`load_tensors`]).
 pub fn load<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(model: &mut M, case: &ModelCase) {
-    let state: StateMap<E> = case
-        .params
-        .iter()
-        .chain(&case.batch_stats)
+    load_tensors(model, &case.model, case.params.iter().chain(&case.batch_stats));
+}
+
+/// Loads fixture tensors into `model` through its checkpoint keys: every
+/// tensor of the model must be among them, with its shape, and every one
+/// of them in the model.
+pub fn load_tensors<'a, E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
+    model: &mut M,
+    what: &str,
+    tensors: impl Iterator<Item = (&'a String, &'a Arr)>,
+) {
+    let mut n = 0;
+    let state: StateMap<E> = tensors
+        .inspect(|_| n += 1)
         .map(|(k, a)| {
             let t = HostTensor {
                 shape: a.shape.clone(),
@@ -83,14 +92,9 @@ pub fn load<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(model: &mut M, ca
             (k.clone(), t)
         })
         .collect();
-    assert_eq!(
-        state.len(),
-        case.params.len() + case.batch_stats.len(),
-        "{}: a key is both a parameter and a statistic",
-        case.model
-    );
+    assert_eq!(state.len(), n, "{what}: a key is given twice");
     load_module_state(model, "", &state)
-        .unwrap_or_else(|e| panic!("{}: the fixture does not fit the model: {e:?}", case.model));
+        .unwrap_or_else(|e| panic!("{what}: the fixture does not fit the model: {e:?}"));
 }
 
 /// Every trainable tensor's gradient in `grads` against the fixture's, by
@@ -101,9 +105,20 @@ pub fn assert_grads<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     grads: &Gradients<E, D>,
     case: &ModelCase,
 ) {
+    assert_param_grads(what, model, grads, &case.grads);
+}
+
+/// Every trainable tensor's gradient in `grads` against `want`, by key; the
+/// model's trainable keys must be exactly `want`'s.
+pub fn assert_param_grads<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
+    what: &str,
+    model: &M,
+    grads: &Gradients<E, D>,
+    want_grads: &BTreeMap<String, Arr>,
+) {
     let params = Params::of(model).unwrap();
     let names = &params.info().names;
-    let want: Vec<&String> = case.grads.keys().collect();
+    let want: Vec<&String> = want_grads.keys().collect();
     let mut got: Vec<&String> = names.iter().collect();
     got.sort();
     assert_eq!(got, want, "{what}: trainable keys");
@@ -113,7 +128,7 @@ pub fn assert_grads<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
         assert_flax(
             &format!("{what} grad {name}"),
             &grads.get(leaf).as_vec(),
-            &case.grads[name],
+            &want_grads[name],
         );
     }
 }

@@ -35,7 +35,6 @@ every parameter (training mode for the stage); `num_params` counts Flax's
 """
 
 import json
-import re
 
 import jax
 
@@ -45,13 +44,9 @@ import flax  # noqa: E402
 import flax.linen as nn  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from flax_keys import arr, by_key, count, flat, kind, paths, unflat  # noqa: E402
 
 rng = np.random.default_rng(20260517)
-
-
-def arr(a):
-    a = np.asarray(a, dtype=np.float64)
-    return {"shape": list(a.shape), "data": [float(v) for v in a.reshape(-1)]}
 
 
 def normal(*shape, scale=1.0, shift=0.0):
@@ -124,78 +119,6 @@ class Mlp(nn.Module):
         return nn.Dense(self.out)(x)
 
 
-# ------------------------------------------------- Flax paths -> flaxen keys
-
-
-def snake(name):
-    """`SelfAttention_0` -> `self_attention_0`."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def kind(module):
-    """The class of an auto-named module (`BatchNorm_2` -> `BatchNorm`), or
-    the module's own name (SelfAttention's `query`, ...)."""
-    return re.sub(r"_\d+$", "", module)
-
-
-def to_flaxen(path, value):
-    """Flax path (a tuple of names) and value -> (flaxen key, value in
-    flaxen's layout)."""
-    *modules, leaf = path
-    owner = kind(modules[-1])
-    v = np.asarray(value)
-    if owner == "Conv":
-        new = {"kernel": ("weight", lambda a: np.transpose(a, (3, 2, 0, 1))), "bias": ("bias", None)}
-    elif owner == "Dense":
-        new = {"kernel": ("weight", np.transpose), "bias": ("bias", None)}
-    elif owner == "BatchNorm":
-        new = {"scale": ("scale", None), "bias": ("bias", None),
-               "mean": ("running_mean", None), "var": ("running_var", None)}
-    elif owner == "LayerNorm":
-        new = {"scale": ("gamma", None), "bias": ("beta", None)}
-    elif owner in ("query", "key", "value"):
-        new = {"kernel": ("weight", lambda a: a.reshape(a.shape[0], -1).T),
-               "bias": ("bias", lambda a: a.reshape(-1))}
-    elif owner == "out":
-        new = {"kernel": ("weight", lambda a: a.reshape(-1, a.shape[-1]).T), "bias": ("bias", None)}
-    else:
-        raise ValueError(f"no flaxen mapping for {'/'.join(path)}")
-    name, f = new[leaf]
-    key = ".".join([snake(m) if kind(m) != m else m for m in modules] + [name])
-    return key, (f(v) if f is not None else v)
-
-
-def flat(tree, prefix=()):
-    """{path tuple: leaf} of a nested dict."""
-    out = {}
-    for k, v in tree.items():
-        if isinstance(v, dict) or hasattr(v, "items"):
-            out.update(flat(v, prefix + (k,)))
-        else:
-            out[prefix + (k,)] = v
-    return out
-
-
-def unflat(leaves):
-    tree = {}
-    for path, v in leaves.items():
-        node = tree
-        for k in path[:-1]:
-            node = node.setdefault(k, {})
-        node[path[-1]] = v
-    return tree
-
-
-def by_key(leaves):
-    """{flaxen key: arr} of {Flax path: value}."""
-    out = {}
-    for path, v in leaves.items():
-        key, a = to_flaxen(path, v)
-        assert key not in out, key
-        out[key] = arr(a)
-    return out
-
-
 def random_params(params):
     """Replaces every parameter by a random one of the same shape: kernels
     with variance ~1.3 / fan_in, scales around 1, biases of a few tenths, so
@@ -226,18 +149,6 @@ def random_batch_stats(stats):
         else:
             out[path] = jnp.asarray(np.round(rng.uniform(0.5, 2.0, v.shape), 6))
     return unflat(out)
-
-
-def count(params):
-    return int(sum(np.asarray(v).size for v in flat(params).values()))
-
-
-def paths(*trees):
-    out = {}
-    for tree in trees:
-        for path, v in flat(tree).items():
-            out[to_flaxen(path, v)[0]] = "/".join(path)
-    return out
 
 
 # ------------------------------------------------------------------- cases

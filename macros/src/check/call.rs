@@ -2,8 +2,8 @@
 
 use super::{Checker, Field, Instance, Kind};
 use crate::args::{self, Bound};
-use crate::ast::{Arg, Callee};
-use crate::layers::{self, Checked, Layer, Nested, Site};
+use crate::ast::{Arg, Callee, Elem};
+use crate::layers::{self, Checked, InputSpec, Layer, Nested, Site};
 use crate::ops;
 use crate::symbol::{self, LayerKind, OpKind};
 use crate::value::{ArgVal, Val};
@@ -46,42 +46,67 @@ impl Checker<'_> {
             .collect()
     }
 
-    /// The one tensor a layer is applied to: `Layer(..)(x)`.
-    fn layer_input(
+    /// The tensors a layer or model is applied to, `Layer(..)(x, y, mask =
+    /// m)`, checked against what it takes.
+    fn applied(
         &mut self,
         what: &str,
         inputs: &[Arg],
+        spec: &InputSpec,
         tokens: &TokenStream,
-    ) -> Option<(usize, String)> {
+    ) -> Option<Applied> {
         let vals = self.eval_args(inputs);
         let mut ok = true;
-        for a in &vals {
-            if let Some(k) = &a.key {
-                let msg = match args::flax_only(&k.to_string()) {
-                    Some(why) => format!("drop `{k}`: {why}"),
-                    None => format!("`{what}` is applied to its input only, `{what}(..)(x)`; its arguments go in the first parentheses"),
-                };
-                self.cx.push(Error::new(k.span(), msg));
-                ok = false;
+        let mut mask = None;
+        let mut pos = Vec::new();
+        for (k, a) in vals.iter().enumerate() {
+            let name = describe(inputs, k);
+            match &a.key {
+                Some(key) if key == "mask" && spec.mask => mask = Some((a, name)),
+                Some(key) => {
+                    let msg = match args::flax_only(&key.to_string()) {
+                        Some(why) => format!("drop `{key}`: {why}"),
+                        None if spec.mask => format!("`{what}` takes its inputs positionally and a `mask = ..`; its arguments go in the first parentheses, `{what}(..)(x)`"),
+                        None => format!("`{what}` is applied to its input only, `{what}(..)(x)`; its arguments go in the first parentheses"),
+                    };
+                    self.cx.push(Error::new(key.span(), msg));
+                    ok = false;
+                }
+                None => pos.push((a, name)),
             }
         }
-        let positional: Vec<&ArgVal> = vals.iter().filter(|a| a.key.is_none()).collect();
-        if positional.len() > 1 {
-            self.cx.error_at(
-                &positional[1].tokens,
-                format!("`{what}` is applied to exactly one input: `{what}(..)(x)`"),
-            );
+        if pos.len() < spec.min || pos.len() > spec.max {
+            let want = match (spec.min, spec.max) {
+                (1, 1) => format!("exactly one input: `{what}(..)(x)`"),
+                (a, b) if a == b => format!("{a} inputs, as its `fn forward` declares"),
+                (a, b) => format!("{a} to {b} inputs"),
+            };
+            self.cx.error_at(tokens, format!("`{what}` is applied to {want}"));
             return None;
         }
-        let first = positional.first().copied()?;
-        match &first.val {
-            Val::Tensor(i) if ok => Some((*i, describe(inputs, 0))),
-            Val::Tensor(_) | Val::Poison => None,
+        let mut out = Applied { pos: Vec::new(), mask: None };
+        for (k, (a, name)) in pos.into_iter().enumerate() {
+            let want = spec.elems.get(k).copied().unwrap_or(Elem::Float);
+            out.pos.push((self.tensor_of(what, a, &name, want, tokens)?, name));
+        }
+        if let Some((a, name)) = mask {
+            out.mask = Some(self.tensor_of(what, a, &name, Elem::Bool, tokens)?);
+        }
+        ok.then_some(out)
+    }
+
+    /// The step of an argument that must be a tensor holding `want`.
+    fn tensor_of(&mut self, what: &str, a: &ArgVal, name: &str, want: Elem, tokens: &TokenStream) -> Option<usize> {
+        match &a.val {
+            Val::Tensor(i) if self.elem(*i) == want => Some(*i),
+            Val::Tensor(i) => {
+                let have = self.elem(*i);
+                self.cx.error_at(a, format!("`{what}` needs {} here, but {name} holds {}{}", holds(want), holds(have), elem_help(have, want)));
+                None
+            }
+            Val::Poison => None,
             other => {
-                self.cx.error_at(
-                    tokens,
-                    format!("`{what}` needs a tensor input, not {}", other.kind()),
-                );
+                self.cx.error_at(tokens, format!("`{what}` needs a tensor input, not {}", other.kind()));
                 None
             }
         }
@@ -114,19 +139,13 @@ impl Checker<'_> {
         Some(format_ident!("{}", name))
     }
 
-    fn add_field(&mut self, name: syn::Ident, layer: Layer, input: usize, out: Vec<usize>) -> Val {
+    fn add_field(&mut self, name: syn::Ident, layer: Layer, inputs: Vec<usize>, out: Vec<usize>) -> Val {
         self.fields.push(Field { name, layer });
         let field = self.fields.len() - 1;
-        self.push(Kind::Field { field, input }, out)
+        self.push(Kind::Field { field, inputs }, out)
     }
 
-    fn layer(
-        &mut self,
-        kind: LayerKind,
-        args: &[Arg],
-        inputs: &[Arg],
-        tokens: &TokenStream,
-    ) -> Val {
+    fn layer(&mut self, kind: LayerKind, args: &[Arg], inputs: &[Arg], tokens: &TokenStream) -> Val {
         let vals = self.eval_args(args);
         let bound = args::bind(kind.name(), layers::sig(kind), &vals, tokens, &mut self.cx);
         // Flax names a submodule when it is constructed, before its input
@@ -135,30 +154,26 @@ impl Checker<'_> {
             LayerKind::Dropout => None,
             _ => Some(self.field_name(&symbol::snake(kind.name()), bound.get("name"), tokens)),
         };
-        let Some((i, input)) = self.layer_input(kind.name(), inputs, tokens) else {
+        let spec = layers::inputs(kind);
+        let Some(applied) = self.applied(kind.name(), inputs, &spec, tokens) else {
             return Val::Poison;
         };
         if vals.iter().any(|a| a.val.is_poison()) {
             return Val::Poison;
         }
-        let shape = self.shape(i).to_vec();
-        let site = Site {
-            shape: &shape,
-            input,
-            call: tokens,
-        };
+        let (first, input) = applied.pos[0].clone();
+        let shape = self.shape(first).to_vec();
+        let extra: Vec<Vec<usize>> = applied.pos[1..].iter().map(|(i, _)| self.shape(*i).to_vec()).collect();
+        let mask = applied.mask.map(|m| self.shape(m).to_vec());
+        let site = Site { shape: &shape, input, call: tokens, extra, mask };
+        let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
+        let steps = layers::arrange(kind, &pos, applied.mask);
         match layers::check(kind, &bound, &site, &mut self.cx) {
             Some(Checked::Field(layer, out)) => match name.flatten() {
-                Some(n) => self.add_field(n, layer, i, out),
+                Some(n) => self.add_field(n, layer, steps, out),
                 None => Val::Poison,
             },
-            Some(Checked::Op(op)) => self.push(
-                Kind::Op {
-                    op,
-                    inputs: vec![i],
-                },
-                shape,
-            ),
+            Some(Checked::Op(op)) => self.push(Kind::Op { op, inputs: steps }, shape),
             None => Val::Poison,
         }
     }
@@ -166,164 +181,151 @@ impl Checker<'_> {
     fn op(&mut self, kind: OpKind, args: &[Arg], tokens: &TokenStream) -> Val {
         let what = kind.name();
         let vals = self.eval_args(args);
-        let (first, rest) = match vals.split_first() {
-            Some((f, r)) if f.key.is_none() => (f, r),
-            _ => {
-                self.cx.error_at(
-                    tokens,
-                    format!(
-                        "the first argument of `{what}` is its input tensor, e.g. `{what}(x, ..)`"
-                    ),
-                );
-                return Val::Poison;
-            }
-        };
+        let n = ops::tensor_args(kind);
+        if vals.len() < n || vals[..n].iter().any(|a| a.key.is_some()) {
+            let example = if n == 1 { format!("`{what}(x, ..)`") } else { format!("`{what}(a, b)`") };
+            let lead = if n == 1 { "the first argument" } else { "the first arguments" };
+            self.cx.error_at(tokens, format!("{lead} of `{what}` {} its input tensor{}, e.g. {example}", if n == 1 { "is" } else { "are" }, if n == 1 { "" } else { "s" }));
+            return Val::Poison;
+        }
+        let (tensors, rest) = vals.split_at(n);
         let bound: Bound = args::bind(what, ops::sig(kind), rest, tokens, &mut self.cx);
-        let ids: Vec<usize> = match (&first.val, ops::takes_tuple(kind)) {
-            (Val::Tensor(i), false) => vec![*i],
-            (Val::Tuple(items), true) if items.len() >= 2 => {
-                let mut ids = Vec::new();
-                for item in items {
-                    match item {
-                        Val::Tensor(i) => ids.push(*i),
-                        Val::Poison => return Val::Poison,
-                        other => {
-                            self.cx.error_at(
-                                first,
-                                format!(
-                                    "`{what}` joins tensors, but one of them is {}",
-                                    other.kind()
-                                ),
-                            );
-                            return Val::Poison;
+        let mut ids = Vec::new();
+        let mut names = Vec::new();
+        for (k, t) in tensors.iter().enumerate() {
+            match (&t.val, ops::takes_tuple(kind)) {
+                (Val::Tensor(i), false) => {
+                    ids.push(*i);
+                    names.push(describe(args, k));
+                }
+                (Val::Tuple(items), true) if items.len() >= 2 => {
+                    for item in items {
+                        match item {
+                            Val::Tensor(i) => ids.push(*i),
+                            Val::Poison => return Val::Poison,
+                            other => {
+                                self.cx.error_at(t, format!("`{what}` joins tensors, but one of them is {}", other.kind()));
+                                return Val::Poison;
+                            }
                         }
                     }
+                    names = match args.first().map(|a| &a.value) {
+                        Some(crate::ast::Expr::Tuple(es, _)) if es.len() == ids.len() => es.iter().map(|e| e.describe()).collect(),
+                        _ => (0..ids.len()).map(|k| format!("tensor {}", k + 1)).collect(),
+                    };
                 }
-                ids
+                (Val::Poison, _) => return Val::Poison,
+                (_, true) => {
+                    self.cx.error_at(t, "`concatenate` joins two or more tensors given as a tuple or a list: `concatenate((x, y), axis = -3)`");
+                    return Val::Poison;
+                }
+                (other, false) => {
+                    self.cx.error_at(tokens, format!("`{what}` needs a tensor input, not {}", other.kind()));
+                    return Val::Poison;
+                }
             }
-            (Val::Poison, _) => return Val::Poison,
-            (_, true) => {
-                self.cx.error_at(first, "`concatenate` joins two or more tensors given as a tuple or a list: `concatenate((x, y), axis = -3)`");
-                return Val::Poison;
-            }
-            (other, false) => {
-                self.cx.error_at(
-                    tokens,
-                    format!("`{what}` needs a tensor input, not {}", other.kind()),
-                );
-                return Val::Poison;
-            }
-        };
+        }
         if rest.iter().any(|a| a.val.is_poison()) {
             return Val::Poison;
         }
-        let shapes: Vec<Vec<usize>> = ids.iter().map(|i| self.shape(*i).to_vec()).collect();
-        let names: Vec<String> = match args.first().map(|a| &a.value) {
-            Some(crate::ast::Expr::Tuple(items, _)) if items.len() == ids.len() => {
-                items.iter().map(|i| i.describe()).collect()
+        if let Some(want) = ops::input_elem(kind) {
+            for (i, name) in ids.iter().zip(&names) {
+                let have = self.elem(*i);
+                if have != want {
+                    self.cx.error_at(tokens, format!("`{what}` needs {}, but {name} holds {}{}", holds(want), holds(have), elem_help(have, want)));
+                    return Val::Poison;
+                }
             }
-            _ => (0..ids.len())
-                .map(|k| format!("tensor {}", k + 1))
-                .collect(),
-        };
-        let site = Site {
-            shape: &shapes[0],
-            input: describe(args, 0),
-            call: tokens,
-        };
+        }
+        let shapes: Vec<Vec<usize>> = ids.iter().map(|i| self.shape(*i).to_vec()).collect();
+        let site = Site { shape: &shapes[0], input: names[0].clone(), call: tokens, extra: shapes[1..].to_vec(), mask: None };
         match ops::check(kind, &bound, &shapes, &names, &site, &mut self.cx) {
-            Some((op, out)) => self.push(Kind::Op { op, inputs: ids }, out),
+            Some((op, out)) => {
+                let elem = op.output_elem();
+                self.push_elem(Kind::Op { op, inputs: ids }, out, elem)
+            }
             None => Val::Poison,
         }
     }
 
-    fn nested(
-        &mut self,
-        path: &syn::Path,
-        args: &[Arg],
-        inputs: &[Arg],
-        tokens: &TokenStream,
-    ) -> Val {
+    fn nested(&mut self, path: &syn::Path, args: &[Arg], inputs: &[Arg], tokens: &TokenStream) -> Val {
         let text = crate::ast::compact_text(&path.to_token_stream());
         let vals = self.eval_args(args);
         // `name` is the caller's; every other argument is a parameter of
         // the nested model.
-        let (named, params): (Vec<ArgVal>, Vec<ArgVal>) = vals
-            .into_iter()
-            .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
-        let last = path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
+        let (named, params): (Vec<ArgVal>, Vec<ArgVal>) =
+            vals.into_iter().partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let last = path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
         let name = self.field_name(&symbol::snake(&last), named.first(), tokens);
-        let Some((i, input)) = self.layer_input(&text, inputs, tokens) else {
+        let model = match self.sources.get(&crate::nest::key(path)).map(|src| crate::parse::parse_model(src.clone())) {
+            Some(Ok(m)) => m,
+            // Its own expansion reports what is wrong with it.
+            _ => {
+                self.cx.error_at(tokens, format!("`{text}` does not expand (see its errors)"));
+                return Val::Poison;
+            }
+        };
+        let n = model.inputs.len();
+        let spec = InputSpec { min: n, max: n, mask: false, elems: model.inputs.iter().map(|i| i.elem).collect() };
+        let Some(applied) = self.applied(&text, inputs, &spec, tokens) else {
             return Val::Poison;
         };
         let (Some(name), false) = (name, params.iter().any(|a| a.val.is_poison())) else {
             return Val::Poison;
         };
         if self.depth >= MAX_DEPTH {
-            self.cx.error_at(
-                tokens,
-                format!("models nested more than {MAX_DEPTH} deep: does a model call itself?"),
-            );
+            self.cx.error_at(tokens, format!("models nested more than {MAX_DEPTH} deep: does a model call itself?"));
             return Val::Poison;
         }
-        let model = match self
-            .sources
-            .get(&crate::nest::key(path))
-            .map(|src| crate::parse::parse_model(src.clone()))
-        {
-            Some(Ok(m)) => m,
-            // Its own expansion reports what is wrong with it.
-            _ => {
-                self.cx
-                    .error_at(tokens, format!("`{text}` does not expand (see its errors)"));
-                return Val::Poison;
-            }
-        };
         if !super::check_param_args(&model, &params, &mut self.cx) {
             return Val::Poison;
         }
-        let shape = self.shape(i).to_vec();
+        let dims: Vec<Vec<usize>> = applied.pos.iter().map(|(i, _)| self.shape(*i).to_vec()).collect();
         let ident = format_ident!("__{}_{}", self.outer, name);
-        let inst = Instance {
-            name: ident.clone(),
-            dims: shape.clone(),
-            args: params,
-        };
+        let inst = Instance { name: ident.clone(), dims: dims.clone(), args: params };
         let plan = match super::check_instance(&model, inst, self.sources, self.depth + 1) {
             Ok(p) => p,
             Err(e) => {
                 self.cx.push(e);
-                self.cx.error_at(
-                    tokens,
-                    format!(
-                        "in this instance of `{text}` for {input} of shape {}",
-                        crate::shape::show(&shape)
-                    ),
-                );
+                let shapes: Vec<String> = dims.iter().map(|d| crate::shape::show(d)).collect();
+                self.cx.error_at(tokens, format!("in this instance of `{text}` for {} of shape {}", applied.pos[0].1, shapes.join(", ")));
                 return Val::Poison;
             }
         };
         let out = plan.steps[plan.output].shape.clone();
-        let params = plan
-            .fields
-            .iter()
-            .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+        let params = plan.fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
         self.inlined.push(plan);
         self.nested_paths.push(path.clone());
-        self.add_field(
-            name,
-            Layer::Nested(Nested {
-                ident,
-                path: text,
-                params,
-            }),
-            i,
-            out,
-        )
+        let steps = applied.pos.iter().map(|(i, _)| *i).collect();
+        self.add_field(name, Layer::Nested(Nested { ident, path: text, params }), steps, out)
+    }
+}
+
+/// The tensors a call is applied to.
+struct Applied {
+    /// Positional inputs and how messages name them.
+    pos: Vec<(usize, String)>,
+    /// `mask = m`.
+    mask: Option<usize>,
+}
+
+/// What a value of this kind holds, for messages.
+fn holds(e: Elem) -> &'static str {
+    match e {
+        Elem::Float => "float features",
+        Elem::Index => "token ids",
+        Elem::Bool => "a mask",
+    }
+}
+
+/// What to do with a tensor that holds the wrong kind of value.
+fn elem_help(have: Elem, want: Elem) -> &'static str {
+    match (have, want) {
+        (Elem::Index, Elem::Float) => "\nhelp: `Embed(num_embeddings, features)(tokens)` turns token ids into features",
+        (Elem::Bool, Elem::Float) => "\nhelp: a mask is passed to attention as `mask = ..`",
+        (Elem::Float, Elem::Bool) => "\nhelp: `make_causal_mask(x)` and `make_attention_mask(q_tokens, k_tokens)` build masks",
+        (Elem::Float, Elem::Index) | (Elem::Bool, Elem::Index) => "\nhelp: token ids come in as `tokens: Tokens<seq>`",
+        (Elem::Float, Elem::Float) | (Elem::Index, Elem::Index) | (Elem::Bool, Elem::Bool) | (Elem::Index, Elem::Bool) => "",
     }
 }
 

@@ -1,7 +1,7 @@
 //! Statements, control flow and the expressions that are not calls.
 
 use super::{Binding, Checker, Kind};
-use crate::ast::{Arith, BinOp, Block, Expr, Lit, Stmt, UnOp};
+use crate::ast::{Arith, BinOp, Block, Elem, Expr, Lit, Stmt, UnOp};
 use crate::shape::show;
 use crate::symbol::{self, LayerKind, OpKind};
 use crate::value::Val;
@@ -435,9 +435,20 @@ impl Checker<'_> {
                     }
                 }
             }
-            (Val::Tensor(_), _) => {
-                self.cx.error_at(tokens, "indexing a tensor is not part of the model language yet; `x.shape[-1]` reads a size");
-                Val::Poison
+            (Val::Tensor(t), Val::Int(n)) => {
+                let shape = self.shape(t).to_vec();
+                if self.elem(t) != Elem::Float {
+                    self.cx.error_at(tokens, "only float values are indexed (`x[0]`, the CLS token); token ids and masks are not");
+                    return Val::Poison;
+                }
+                let what = crate::ast::compact_text(tokens).split('[').next().unwrap_or("x").to_string();
+                match crate::ops::take(n, &shape, &format!("`{what}`")) {
+                    Ok((op, out)) => self.push(Kind::Op { op, inputs: vec![t] }, out),
+                    Err(msg) => {
+                        self.cx.error_at(tokens, msg);
+                        Val::Poison
+                    }
+                }
             }
             (b, i) => {
                 self.cx.error_at(

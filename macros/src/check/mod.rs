@@ -14,7 +14,7 @@
 mod call;
 mod eval;
 
-use crate::ast::{Arith, Model};
+use crate::ast::{Arith, Elem, Model};
 use crate::ctxt::Ctxt;
 use crate::layers::Layer;
 use crate::nest::Sources;
@@ -30,8 +30,10 @@ pub struct Plan {
     pub name: syn::Ident,
     /// The generated module type (`CnnModule`).
     pub module: syn::Ident,
-    /// Steps in evaluation order; step 0 is the input.
+    /// Steps in evaluation order; the first `num_inputs` are the inputs.
     pub steps: Vec<Step>,
+    /// How many inputs the model takes.
+    pub num_inputs: usize,
     /// The step whose value is the output.
     pub output: usize,
     /// Layers with parameters (struct fields), in call order.
@@ -57,14 +59,17 @@ pub struct Step {
     pub kind: Kind,
     /// Its per-example shape.
     pub shape: Vec<usize>,
+    /// What it holds.
+    pub elem: Elem,
 }
 
 /// How a step is computed from earlier steps (given by index).
 pub enum Kind {
-    /// The model input.
+    /// The model's input of this index.
     Input,
-    /// A field's module applied to a value.
-    Field { field: usize, input: usize },
+    /// A field's module applied to these values (one, or several as a
+    /// tuple).
+    Field { field: usize, inputs: Vec<usize> },
     /// An op on these steps.
     Op { op: Op, inputs: Vec<usize> },
     /// Tensor-tensor arithmetic.
@@ -80,15 +85,21 @@ pub enum Kind {
     Neg(usize),
 }
 
+impl Step {
+    /// Its batched tensor type in generated code: float values and token
+    /// ids carry the tape `T`, masks none.
+    pub fn ty(&self) -> proc_macro2::TokenStream {
+        crate::gen::typed_tensor(&self.shape, self.elem, true)
+    }
+}
+
 impl Kind {
     /// The steps this one reads, in the order the generated code reads them.
     pub fn inputs(&self) -> Vec<usize> {
         match self {
             Kind::Input => vec![],
-            Kind::Field { input, .. } | Kind::Scalar { input, .. } | Kind::Neg(input) => {
-                vec![*input]
-            }
-            Kind::Op { inputs, .. } => inputs.clone(),
+            Kind::Scalar { input, .. } | Kind::Neg(input) => vec![*input],
+            Kind::Field { inputs, .. } | Kind::Op { inputs, .. } => inputs.clone(),
             Kind::Binary(_, a, b) => vec![*a, *b],
         }
     }
@@ -99,8 +110,8 @@ impl Kind {
 pub struct Instance {
     /// The type the plan is for.
     pub name: syn::Ident,
-    /// The per-example input shape.
-    pub dims: Vec<usize>,
+    /// The per-example shape of each input.
+    pub dims: Vec<Vec<usize>>,
     /// Parameter values given by the caller (positional or by keyword).
     pub args: Vec<ArgVal>,
 }
@@ -135,7 +146,7 @@ struct Checker<'a> {
 pub fn check(model: &Model, sources: &Sources) -> syn::Result<Plan> {
     let inst = Instance {
         name: model.name.clone(),
-        dims: model.input.dims.clone(),
+        dims: model.inputs.iter().map(|i| i.dims.clone()).collect(),
         args: Vec::new(),
     };
     check_instance(model, inst, sources, 0)
@@ -150,10 +161,16 @@ pub fn check_instance(
 ) -> syn::Result<Plan> {
     let mut c = Checker {
         cx: Ctxt::new(),
-        steps: vec![Step {
-            kind: Kind::Input,
-            shape: inst.dims.clone(),
-        }],
+        steps: model
+            .inputs
+            .iter()
+            .zip(&inst.dims)
+            .map(|(decl, dims)| Step {
+                kind: Kind::Input,
+                shape: dims.clone(),
+                elem: decl.elem,
+            })
+            .collect(),
         fields: Vec::new(),
         inlined: Vec::new(),
         nested_paths: Vec::new(),
@@ -167,10 +184,23 @@ pub fn check_instance(
         depth,
     };
     c.bind_params(&inst.args);
-    c.declare(&model.input.var, Val::Tensor(0), false);
+    for (k, decl) in model.inputs.iter().enumerate() {
+        c.declare(&decl.var, Val::Tensor(k), false);
+    }
     let out = c.block(&model.body, true);
     let output = match out {
-        Val::Tensor(i) => Some(i),
+        Val::Tensor(i) if c.steps[i].elem == Elem::Float => Some(i),
+        Val::Tensor(i) => {
+            let what = match c.steps[i].elem {
+                Elem::Index => "token ids",
+                _ => "a mask",
+            };
+            c.cx.error_at(
+                model.body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(),
+                format!("the model output must be a float tensor, not {what}"),
+            );
+            None
+        }
         Val::Poison => None,
         other => {
             c.cx.error_at(
@@ -194,6 +224,7 @@ pub fn check_instance(
         module: format_ident!("{}Module", inst.name),
         name: inst.name,
         steps: c.steps,
+        num_inputs: model.inputs.len(),
         output,
         fields: c.fields,
         inlined: c.inlined,
@@ -294,9 +325,18 @@ impl Checker<'_> {
         v
     }
 
+    /// Adds a float step.
     fn push(&mut self, kind: Kind, shape: Vec<usize>) -> Val {
-        self.steps.push(Step { kind, shape });
+        self.push_elem(kind, shape, Elem::Float)
+    }
+
+    fn push_elem(&mut self, kind: Kind, shape: Vec<usize>, elem: Elem) -> Val {
+        self.steps.push(Step { kind, shape, elem });
         Val::Tensor(self.steps.len() - 1)
+    }
+
+    fn elem(&self, step: usize) -> Elem {
+        self.steps[step].elem
     }
 
     fn shape(&self, step: usize) -> &[usize] {

@@ -2,7 +2,8 @@
 
 use crate::ast::Arith;
 use crate::check::{Kind, Plan};
-use crate::gen::{tensor_ty, Mode};
+use crate::ast::Elem;
+use crate::gen::Mode;
 use crate::ops::Io;
 use crate::paths;
 use proc_macro2::TokenStream;
@@ -22,24 +23,38 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         }
     }
     remaining[plan.output] += 1;
+    let masks: Vec<bool> = plan.steps.iter().map(|s| s.elem == Elem::Bool).collect();
     let mut read = |i: usize| -> TokenStream {
         let v = format_ident!("__t{}", i);
         remaining[i] -= 1;
-        if remaining[i] > 0 {
-            quote!(#dfdx::tensor::WithEmptyTape::with_empty_tape(&#v))
-        } else {
-            quote!(#v)
+        match (remaining[i] > 0, masks[i]) {
+            (false, _) => quote!(#v),
+            (true, true) => quote!(::core::clone::Clone::clone(&#v)),
+            (true, false) => quote!(#dfdx::tensor::WithEmptyTape::with_empty_tape(&#v)),
         }
     };
     let mut wheres = Vec::new();
     let mut stmts = Vec::new();
-    for (k, step) in plan.steps.iter().enumerate().skip(1) {
-        let out = tensor_ty(&step.shape);
+    // Several inputs arrive as a tuple, the tape on the first; the others
+    // get an empty tape of their own, merged into the first's where their
+    // paths meet, so the layers that read them record their gradients.
+    let n = plan.num_inputs;
+    if n > 1 {
+        let vars = (0..n).map(|k| format_ident!("__t{}", k));
+        stmts.push(quote!(let (#(#vars,)*) = __t0;));
+        for (k, step) in plan.steps.iter().enumerate().take(n).skip(1) {
+            if step.elem != Elem::Bool {
+                let v = format_ident!("__t{}", k);
+                let ty = step.ty();
+                stmts.push(quote!(let #v: #ty = #dfdx::tensor::PutTape::put_tape(#v, ::core::default::Default::default());));
+            }
+        }
+    }
+    for (k, step) in plan.steps.iter().enumerate().skip(n) {
+        let out = step.ty();
         let inputs = step.kind.inputs();
-        let in_ty = inputs
-            .first()
-            .map(|i| tensor_ty(&plan.steps[*i].shape))
-            .unwrap_or_default();
+        let in_tys: Vec<TokenStream> = inputs.iter().map(|i| plan.steps[*i].ty()).collect();
+        let in_ty = in_tys.first().cloned().unwrap_or_default();
         let args: Vec<TokenStream> = inputs.iter().map(|i| read(*i)).collect();
         let v = format_ident!("__t{}", k);
         let value = match &step.kind {
@@ -48,13 +63,13 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 let field = &plan.fields[*field];
                 let (ty, n) = (field.layer.ty(), &field.name);
                 let r = mode.by_ref();
-                let x = &args[0];
-                let (in_ty, x) = if no_input_grad && field.layer.skips_input_grad() && inputs == [0]
-                {
-                    let l = paths::layers();
-                    (quote!(#l::NoInputGrad<#in_ty>), quote!(#l::NoInputGrad(#x)))
-                } else {
-                    (in_ty, x.clone())
+                let (in_ty, x) = match &args[..] {
+                    [x] if no_input_grad && field.layer.skips_input_grad() && inputs == [0] => {
+                        let l = paths::layers();
+                        (quote!(#l::NoInputGrad<#in_ty>), quote!(#l::NoInputGrad(#x)))
+                    }
+                    [x] => (in_ty, x.clone()),
+                    several => (quote!((#(#in_tys,)*)), quote!((#(#several,)*))),
                 };
                 let (value, w) = mode.apply(&ty, quote!(#r self.#n), x, &in_ty, &out);
                 wheres.push(w);
@@ -65,6 +80,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                     Io {
                         args,
                         in_ty: &in_ty,
+                        in_tys: &in_tys,
                         out_ty: &out,
                         out: &step.shape,
                     },

@@ -63,14 +63,29 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     let phantom = fields.is_empty();
     let (marker_field, marker_init) = marker(phantom);
 
-    let (in_ty, out_ty) = (
-        crate::gen::tensor_ty(in_shape),
-        crate::gen::tensor_ty(out_shape),
-    );
-    // `Module` and `ModuleMut`, each for the input tensor and for the input
-    // marked `NoInputGrad(x)` (the convolutions that read it skip its
-    // gradient; every other reader computes it as usual).
-    let modules = [(false, false), (true, false), (false, true), (true, true)].map(|(mutable, no_input_grad)| {
+    // One input is the tensor itself; several are a tuple in declaration
+    // order with the tape on the first.
+    let in_ty = match plan.num_inputs {
+        1 => plan.steps[0].ty(),
+        n => {
+            let tys = plan.steps[..n]
+                .iter()
+                .enumerate()
+                .map(|(k, s)| crate::gen::typed_tensor(&s.shape, s.elem, k == 0));
+            quote!((#(#tys,)*))
+        }
+    };
+    let out_ty = crate::gen::tensor_ty(out_shape);
+    // `Module` and `ModuleMut`, each for the input tensor and, for a model
+    // of one float input, for the input marked `NoInputGrad(x)` (the
+    // convolutions that read it skip its gradient; every other reader
+    // computes it as usual).
+    let modes: &[(bool, bool)] = if plan.num_inputs == 1 && plan.steps[0].elem == crate::ast::Elem::Float {
+        &[(false, false), (true, false), (false, true), (true, true)]
+    } else {
+        &[(false, false), (true, false)]
+    };
+    let modules = modes.iter().map(|&(mutable, no_input_grad)| {
         let mode = Mode { mutable };
         let (wheres, body) = forward::forward(plan, &mode, no_input_grad);
         let (tr, call) = (mode.tr(), mode.call());

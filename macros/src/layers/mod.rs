@@ -11,13 +11,16 @@ mod batch_norm;
 mod conv;
 mod dense;
 mod dropout;
+mod embed;
 mod group_norm;
 mod layer_norm;
+mod multi_head_attention;
 mod nested;
 mod rms_norm;
 mod self_attention;
 
 use crate::args::{Bound, Sig};
+use crate::ast::Elem;
 use crate::ctxt::Ctxt;
 use crate::ops::Op;
 use crate::symbol::LayerKind;
@@ -41,7 +44,11 @@ pub enum Layer {
     /// `GroupNorm`
     GroupNorm(group_norm::GroupNorm),
     /// `SelfAttention`
-    SelfAttention(self_attention::SelfAttention),
+    SelfAttention(multi_head_attention::Attention),
+    /// `MultiHeadDotProductAttention`
+    MultiHeadAttention(multi_head_attention::Attention),
+    /// `Embed`
+    Embed(embed::Embed),
     /// Another `#[compact]` model, instantiated for this call.
     Nested(Nested),
 }
@@ -52,6 +59,44 @@ pub enum Checked {
     Field(Layer, Vec<usize>),
     /// A layer without parameters (`Dropout`).
     Op(Op),
+}
+
+/// The tensors a layer is applied to.
+pub struct InputSpec {
+    /// The fewest positional inputs.
+    pub min: usize,
+    /// The most positional inputs.
+    pub max: usize,
+    /// Whether it takes `mask = ..`.
+    pub mask: bool,
+    /// What each positional input holds (float where not listed).
+    pub elems: Vec<Elem>,
+}
+
+/// What a built-in layer is applied to.
+pub fn inputs(kind: LayerKind) -> InputSpec {
+    let one = |elem| InputSpec { min: 1, max: 1, mask: false, elems: vec![elem] };
+    match kind {
+        LayerKind::SelfAttention => InputSpec { min: 1, max: 1, mask: true, elems: vec![Elem::Float] },
+        LayerKind::MultiHeadDotProductAttention => InputSpec { min: 1, max: 2, mask: true, elems: vec![Elem::Float, Elem::Float] },
+        LayerKind::Embed => one(Elem::Index),
+        LayerKind::Dense
+        | LayerKind::Conv
+        | LayerKind::Dropout
+        | LayerKind::BatchNorm
+        | LayerKind::LayerNorm
+        | LayerKind::RmsNorm
+        | LayerKind::GroupNorm => one(Elem::Float),
+    }
+}
+
+/// The steps a layer's module reads, in its input's order: attention with
+/// a mask but one input reads it twice, `(x, x, mask)`.
+pub fn arrange(kind: LayerKind, pos: &[usize], mask: Option<usize>) -> Vec<usize> {
+    match (kind, pos, mask) {
+        (LayerKind::SelfAttention | LayerKind::MultiHeadDotProductAttention, [x], Some(m)) => vec![*x, *x, m],
+        _ => pos.iter().copied().chain(mask).collect(),
+    }
 }
 
 /// The signature of a built-in layer.
@@ -65,6 +110,8 @@ pub fn sig(kind: LayerKind) -> &'static Sig {
         LayerKind::RmsNorm => &rms_norm::SIG,
         LayerKind::GroupNorm => &group_norm::SIG,
         LayerKind::SelfAttention => &self_attention::SIG,
+        LayerKind::MultiHeadDotProductAttention => &multi_head_attention::SIG,
+        LayerKind::Embed => &embed::SIG,
     }
 }
 
@@ -91,6 +138,9 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
         LayerKind::SelfAttention => {
             self_attention::check(b, site, cx).map(|(l, s)| field((Layer::SelfAttention(l), s)))
         }
+        LayerKind::MultiHeadDotProductAttention => multi_head_attention::check(kind.name(), b, site, cx)
+            .map(|(l, s)| field((Layer::MultiHeadAttention(l), s))),
+        LayerKind::Embed => embed::check(b, site, cx).map(|(l, s)| field((Layer::Embed(l), s))),
     }
 }
 
@@ -104,7 +154,8 @@ impl Layer {
             Layer::LayerNorm(l) => l.ty(),
             Layer::RmsNorm(l) => l.ty(),
             Layer::GroupNorm(l) => l.ty(),
-            Layer::SelfAttention(l) => l.ty(),
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.ty(),
+            Layer::Embed(l) => l.ty(),
             Layer::Nested(l) => l.ty(),
         }
     }
@@ -117,9 +168,8 @@ impl Layer {
             Layer::LayerNorm(l) => l.init(),
             Layer::RmsNorm(l) => l.init(),
             Layer::GroupNorm(l) => l.init(),
-            Layer::Dense(_) | Layer::Conv(_) | Layer::SelfAttention(_) | Layer::Nested(_) => {
-                Vec::new()
-            }
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.init(),
+            Layer::Dense(_) | Layer::Conv(_) | Layer::Embed(_) | Layer::Nested(_) => Vec::new(),
         }
     }
 
@@ -132,7 +182,8 @@ impl Layer {
             Layer::LayerNorm(l) => l.params(),
             Layer::RmsNorm(l) => l.params(),
             Layer::GroupNorm(l) => l.params(),
-            Layer::SelfAttention(l) => l.params(),
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.params(),
+            Layer::Embed(l) => l.params(),
             Layer::Nested(l) => l.params,
         }
     }
@@ -152,7 +203,9 @@ impl Layer {
             Layer::LayerNorm(_) => "`LayerNorm`".into(),
             Layer::RmsNorm(_) => "`RMSNorm`".into(),
             Layer::GroupNorm(l) => l.doc(),
-            Layer::SelfAttention(l) => l.doc(),
+            Layer::SelfAttention(l) => l.doc("SelfAttention"),
+            Layer::MultiHeadAttention(l) => l.doc("MultiHeadDotProductAttention"),
+            Layer::Embed(l) => l.doc(),
             Layer::Nested(l) => format!("`{}`", l.path),
         }
     }

@@ -58,7 +58,11 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         | OpKind::MaxPool
         | OpKind::Flatten
         | OpKind::Resize
-        | OpKind::Reshape => &PLAIN,
+        | OpKind::Reshape
+        | OpKind::SwapAxes
+        | OpKind::MakeCausalMask
+        | OpKind::MakeAttentionMask
+        | OpKind::CombineMasks => &PLAIN,
     }
 }
 
@@ -130,7 +134,11 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
         | OpKind::MaxPool
         | OpKind::Flatten
         | OpKind::Resize
-        | OpKind::Reshape => None,
+        | OpKind::Reshape
+        | OpKind::SwapAxes
+        | OpKind::MakeCausalMask
+        | OpKind::MakeAttentionMask
+        | OpKind::CombineMasks => None,
     }
 }
 

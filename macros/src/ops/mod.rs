@@ -4,7 +4,9 @@
 //! here too.
 
 mod activation;
+mod axes;
 mod concat;
+mod mask;
 mod pool;
 mod reduce;
 mod reshape;
@@ -12,6 +14,7 @@ mod resize;
 mod softmax;
 
 use crate::args::{Bound, Sig};
+use crate::ast::Elem;
 use crate::ctxt::Ctxt;
 use crate::gen::Mode;
 use crate::paths;
@@ -44,6 +47,12 @@ pub enum Op {
     Reshape,
     /// `resize`: `jax.image.resize` of the height and width.
     Resize(resize::Resize),
+    /// A permutation of the batched tensor's axes (`swapaxes`).
+    Permute(Vec<usize>),
+    /// `x[i]`: element `i` of the first per-example axis.
+    Take(usize),
+    /// An attention mask.
+    Mask(mask::Mask),
 }
 
 /// The signature of an op (its input, the first argument, not counted).
@@ -72,6 +81,10 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         OpKind::Flatten => &reshape::FLATTEN,
         OpKind::Reshape => &reshape::RESHAPE,
         OpKind::Resize => &resize::SIG,
+        OpKind::SwapAxes => &axes::SWAPAXES,
+        OpKind::MakeCausalMask => &mask::CAUSAL,
+        OpKind::MakeAttentionMask => &mask::ATTENTION,
+        OpKind::CombineMasks => &mask::COMBINE,
     }
 }
 
@@ -115,7 +128,44 @@ pub fn check(
         OpKind::Flatten => reshape::flatten(site, cx),
         OpKind::Reshape => reshape::check(b, site, cx),
         OpKind::Resize => resize::check(b, site, cx),
+        OpKind::SwapAxes => axes::swapaxes(b, site, cx),
+        OpKind::MakeCausalMask => mask::causal(site, cx),
+        OpKind::MakeAttentionMask => mask::attention(site, cx),
+        OpKind::CombineMasks => mask::combine(site, cx),
     }
+}
+
+/// What an op's tensor inputs hold; `None` where any will do (only the
+/// shape is read).
+pub fn input_elem(kind: OpKind) -> Option<Elem> {
+    match kind {
+        OpKind::Relu | OpKind::Gelu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish
+        | OpKind::LeakyRelu | OpKind::Elu | OpKind::Selu | OpKind::Softplus | OpKind::LogSigmoid
+        | OpKind::Relu6 | OpKind::HardTanh | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish
+        | OpKind::Softmax | OpKind::LogSoftmax | OpKind::Mean | OpKind::Sum | OpKind::Concatenate
+        | OpKind::AvgPool | OpKind::MaxPool | OpKind::Flatten | OpKind::Reshape | OpKind::SwapAxes | OpKind::Resize => Some(Elem::Float),
+        OpKind::MakeCausalMask => None,
+        OpKind::MakeAttentionMask => Some(Elem::Index),
+        OpKind::CombineMasks => Some(Elem::Bool),
+    }
+}
+
+/// How many leading positional arguments of an op are its tensors.
+pub fn tensor_args(kind: OpKind) -> usize {
+    match kind {
+        OpKind::MakeAttentionMask | OpKind::CombineMasks => 2,
+        OpKind::Relu | OpKind::Gelu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish
+        | OpKind::LeakyRelu | OpKind::Elu | OpKind::Selu | OpKind::Softplus | OpKind::LogSigmoid
+        | OpKind::Relu6 | OpKind::HardTanh | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish
+        | OpKind::Softmax | OpKind::LogSoftmax | OpKind::Mean | OpKind::Sum | OpKind::Concatenate
+        | OpKind::AvgPool | OpKind::MaxPool | OpKind::Flatten | OpKind::Reshape | OpKind::SwapAxes
+        | OpKind::MakeCausalMask | OpKind::Resize => 1,
+    }
+}
+
+/// `x[i]`: checked here with the ops, called by the checker on indexing.
+pub fn take(index: i64, shape: &[usize], what: &str) -> Result<(Op, Vec<usize>), String> {
+    axes::take(index, shape, what)
 }
 
 /// Whether an op takes a tuple of tensors as its first argument.
@@ -129,6 +179,8 @@ pub struct Io<'a> {
     pub args: Vec<TokenStream>,
     /// The first input's tensor type.
     pub in_ty: &'a TokenStream,
+    /// Every input's tensor type.
+    pub in_tys: &'a [TokenStream],
     /// The output's tensor type.
     pub out_ty: &'a TokenStream,
     /// The output's per-example shape.
@@ -140,15 +192,17 @@ impl Op {
     pub fn expand(&self, io: Io, mode: &Mode) -> (TokenStream, Vec<TokenStream>) {
         let dfdx = paths::dfdx();
         let x = io.args.first().cloned().unwrap_or_default();
+        // A module without state; several inputs go in as a tuple.
         let zst = |ty: TokenStream| {
             let r = mode.by_ref();
-            let (v, w) = mode.apply(
-                &ty,
-                quote!(#r <#ty as ::core::default::Default>::default()),
-                x.clone(),
-                io.in_ty,
-                io.out_ty,
-            );
+            let (arg, in_ty) = match &io.args[..] {
+                [_] => (x.clone(), io.in_ty.clone()),
+                several => {
+                    let tys = io.in_tys;
+                    (quote!((#(#several,)*)), quote!((#(#tys,)*)))
+                }
+            };
+            let (v, w) = mode.apply(&ty, quote!(#r <#ty as ::core::default::Default>::default()), arg, &in_ty, io.out_ty);
             (v, vec![w])
         };
         match self {
@@ -170,6 +224,27 @@ impl Op {
             Op::FlattenImage { chw } => zst(reshape::flatten_image_ty(*chw)),
             Op::Reshape => (reshape::expand(x, io.out), Vec::new()),
             Op::Resize(r) => zst(r.ty()),
+            Op::Permute(perm) => (axes::permute(perm, x, io.out), Vec::new()),
+            Op::Take(i) => (axes::take_expand(*i, x), Vec::new()),
+            Op::Mask(m) => zst(m.ty()),
+        }
+    }
+
+    /// What the op's output holds.
+    pub fn output_elem(&self) -> Elem {
+        match self {
+            Op::Activation(_)
+            | Op::Dropout(_)
+            | Op::Softmax { .. }
+            | Op::Reduce { .. }
+            | Op::Concat { .. }
+            | Op::Pool(_)
+            | Op::FlattenImage { .. }
+            | Op::Reshape
+            | Op::Permute(_)
+            | Op::Take(_)
+            | Op::Resize(_) => Elem::Float,
+            Op::Mask(_) => Elem::Bool,
         }
     }
 
@@ -189,6 +264,9 @@ impl Op {
             Op::FlattenImage { .. } => "`flatten`".into(),
             Op::Reshape => "`reshape`".into(),
             Op::Resize(r) => r.doc(),
+            Op::Permute(_) => "`swapaxes`".into(),
+            Op::Take(i) => format!("`[{i}]`"),
+            Op::Mask(m) => m.doc().into(),
         })
     }
 }

@@ -5,7 +5,7 @@
 
 mod expr;
 
-use crate::ast::{InputDecl, Model, ParamDecl};
+use crate::ast::{Elem, InputDecl, Model, ParamDecl};
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Error, Result};
@@ -95,7 +95,7 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
             format!("{FORM}: `fn forward` is missing"),
         ));
     };
-    let (input, params) = parse_signature(&f.sig)?;
+    let (inputs, params) = parse_signature(&f.sig)?;
     let docs = f
         .attrs
         .iter()
@@ -105,7 +105,7 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
     let body = parse_block(&f.block)?;
     Ok(Model {
         name,
-        input,
+        inputs,
         params,
         body,
         docs,
@@ -132,7 +132,7 @@ const MODE_FLAGS: &[&str] = &[
 
 const MODES: &str = "modes come from the call, not from a flag: `model.forward(x)` runs inference (Dropout off, BatchNorm on its running statistics), `model.forward_mut(x)` with a tape trains (Dropout on, BatchNorm on batch statistics)";
 
-fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<ParamDecl>)> {
+fn parse_signature(sig: &syn::Signature) -> Result<(Vec<InputDecl>, Vec<ParamDecl>)> {
     if let Some(t) = sig
         .constness
         .as_ref()
@@ -140,57 +140,68 @@ fn parse_signature(sig: &syn::Signature) -> Result<(InputDecl, Vec<ParamDecl>)> 
         .or(sig.asyncness.as_ref().map(ToTokens::to_token_stream))
         .or(sig.unsafety.as_ref().map(ToTokens::to_token_stream))
     {
-        return Err(Error::new_spanned(
-            t,
-            "`fn forward` of a `#[compact]` model is a plain `fn`",
-        ));
+        return Err(Error::new_spanned(t, "`fn forward` of a `#[compact]` model is a plain `fn`"));
     }
     if !sig.generics.params.is_empty() {
         return Err(Error::new_spanned(&sig.generics, "`fn forward` takes no generic parameters; the batch size, dtype and device are generic already"));
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        return Err(Error::new_spanned(
-            ty,
-            "leave out the return type: the macro infers the output shape",
-        ));
+        return Err(Error::new_spanned(ty, "leave out the return type: the macro infers the output shape"));
     }
-    let mut typed = Vec::new();
+    let mut inputs = Vec::new();
+    let mut params = Vec::new();
     for arg in &sig.inputs {
         match arg {
             syn::FnArg::Receiver(r) => {
                 if r.reference.is_none() || r.mutability.is_some() || r.colon_token.is_some() {
-                    return Err(Error::new_spanned(
-                        r,
-                        "the receiver of `fn forward` can only be `&self`",
-                    ));
+                    return Err(Error::new_spanned(r, "the receiver of `fn forward` can only be `&self`"));
                 }
             }
-            syn::FnArg::Typed(t) => typed.push(t),
+            syn::FnArg::Typed(t) => match input_elem(&t.ty) {
+                Some(elem) => {
+                    if !params.is_empty() {
+                        return Err(Error::new_spanned(t, "declare the inputs first, then the block parameters"));
+                    }
+                    inputs.push(parse_input(t, elem, inputs.is_empty())?);
+                }
+                None if inputs.is_empty() && !is_param(&t.ty) => {
+                    // The first argument is the input: report its type.
+                    parse_input_type(&t.ty, Elem::Float, false)?;
+                }
+                None => params.push(parse_param(t)?),
+            },
         }
     }
-    let Some((first, rest)) = typed.split_first() else {
-        return Err(Error::new_spanned(
-            &sig.ident,
-            "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`",
-        ));
-    };
-    let var = plain_name(
-        &first.pat,
-        "name the input with a plain identifier: `x: Input<..>`",
-    )?;
-    let nchw = first.attrs.iter().any(|a| a.path().is_ident("nchw"));
-    if let Some(a) = first.attrs.iter().find(|a| !a.path().is_ident("nchw")) {
-        return Err(Error::new_spanned(
-            a,
-            "the only attribute an input takes is `#[nchw]`",
-        ));
+    if inputs.is_empty() {
+        return Err(Error::new_spanned(&sig.ident, "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`"));
     }
-    let dims = parse_input_type(&first.ty, nchw)?;
-    let mut params = Vec::new();
-    for p in rest {
-        params.push(parse_param(p)?);
+    Ok((inputs, params))
+}
+
+/// `Input`, `Tokens` or `Mask`, by the type's name.
+fn input_elem(ty: &syn::Type) -> Option<Elem> {
+    let syn::Type::Path(p) = ty else { return None };
+    let seg = p.path.segments.last().filter(|_| p.qself.is_none() && p.path.segments.len() == 1)?;
+    [Elem::Float, Elem::Index, Elem::Bool].into_iter().find(|e| seg.ident == e.decl())
+}
+
+fn is_param(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Param"))
+}
+
+/// One input declaration; the first carries the tape, so it cannot be a
+/// mask.
+fn parse_input(t: &syn::PatType, elem: Elem, first: bool) -> Result<InputDecl> {
+    let var = plain_name(&t.pat, "name an input with a plain identifier: `x: Input<..>`")?;
+    let nchw = t.attrs.iter().any(|a| a.path().is_ident("nchw"));
+    if let Some(a) = t.attrs.iter().find(|a| !a.path().is_ident("nchw")) {
+        return Err(Error::new_spanned(a, "the only attribute an input takes is `#[nchw]`"));
     }
-    Ok((InputDecl { var, dims }, params))
+    if first && elem == Elem::Bool {
+        return Err(Error::new_spanned(t, "the first input carries the gradient tape, so it is the data (`Input<..>` or `Tokens<..>`); declare the mask after it"));
+    }
+    let dims = parse_input_type(&t.ty, elem, nchw)?;
+    Ok(InputDecl { var, elem, dims })
 }
 
 fn plain_name(pat: &syn::Pat, msg: &str) -> Result<syn::Ident> {
@@ -251,9 +262,9 @@ fn parse_param(p: &syn::PatType) -> Result<ParamDecl> {
     Err(Error::new_spanned(&p.ty, PARAM_HELP))
 }
 
-const INPUT_HELP: &str = "declare the per-example input shape as `Input<D1, ..>` with 1 to 3 positive integer literals, e.g. `Input<1, 28, 28>` (NCHW; the batch axis is implicit)";
+const INPUT_HELP: &str = "declare the per-example input shape as `Input<D1, ..>` with 1 to 3 positive integer literals, e.g. `Input<1, 28, 28>` (NCHW; the batch axis is implicit), token ids as `Tokens<seq>`, a mask as `Mask<q, k>`";
 
-fn parse_input_type(ty: &syn::Type, nchw: bool) -> Result<Vec<usize>> {
+fn parse_input_type(ty: &syn::Type, elem: Elem, nchw: bool) -> Result<Vec<usize>> {
     let bad = |msg: &str| Error::new_spanned(ty, format!("bad input declaration: {msg}"));
     let seg = match ty {
         syn::Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
@@ -261,11 +272,11 @@ fn parse_input_type(ty: &syn::Type, nchw: bool) -> Result<Vec<usize>> {
         }
         _ => return Err(bad(INPUT_HELP)),
     };
-    if seg.ident != "Input" {
+    if seg.ident != elem.decl() {
         return Err(bad(INPUT_HELP));
     }
     let syn::PathArguments::AngleBracketed(args) = &seg.arguments else {
-        return Err(bad(&format!("`Input` needs its sizes; {INPUT_HELP}")));
+        return Err(bad(&format!("`{}` needs its sizes; {INPUT_HELP}", elem.decl())));
     };
     let mut dims = Vec::new();
     let mut errors = crate::ctxt::Ctxt::new();
@@ -281,10 +292,21 @@ fn parse_input_type(ty: &syn::Type, nchw: bool) -> Result<Vec<usize>> {
         }
     }
     errors.check()?;
-    if dims.is_empty() || dims.len() > 3 {
-        return Err(bad(&format!("{} sizes given; {INPUT_HELP}", dims.len())));
+    let rank = match elem {
+        Elem::Float => 1..=3,
+        Elem::Index => 1..=1,
+        Elem::Bool => 2..=2,
+    };
+    if !rank.contains(&dims.len()) {
+        let want = match elem {
+            Elem::Float => "1 to 3 sizes",
+            Elem::Index => "one size, the sequence length (`Tokens<16>`)",
+            Elem::Bool => "two sizes, query and key lengths (`Mask<16, 16>`)",
+        };
+        return Err(bad(&format!("`{}` takes {want}, but {} are given; {INPUT_HELP}", elem.decl(), dims.len())));
     }
-    if let [h, w, c] = dims[..] {
+    if let (Elem::Float, [h, w, c]) = (elem, &dims[..]) {
+        let (h, w, c) = (*h, *w, *c);
         // NHWC habit: `Input<28, 28, 1>` would compile into a model of 28
         // channels of 28x1 images.
         if !nchw && c <= 4 && h > 4 && w > 4 {

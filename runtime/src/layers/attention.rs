@@ -1,32 +1,96 @@
-//! [`SelfAttention`]: Flax linen's `SelfAttention` (multi-head dot-product
-//! attention of a sequence with itself) as a dfdx module.
+//! [`MultiHeadAttention`]: Flax linen's `MultiHeadDotProductAttention` and
+//! its `SelfAttention`, with Flax's masking and attention dropout, as a
+//! dfdx module.
 
-use dfdx::nn::{BuildModule, BuildOnDevice, Module, ModuleVisitor, NonMutableModule};
+use dfdx::nn::{BuildModule, BuildOnDevice, Module, ModuleMut, ModuleVisitor};
 use dfdx::prelude::*;
 
 use super::{Dense, FlaxenDevice};
 
 /// Builders of the layers.
 pub mod builder {
-    /// Builds a [`SelfAttention`](super::SelfAttention) with
-    /// `dev.build_module::<SelfAttention<F, QKV, H, OUT>, E>()`.
+    /// Builds a [`MultiHeadAttention`](super::MultiHeadAttention) with
+    /// `dev.build_module::<MultiHeadAttention<FQ, FKV, QKV, H, OUT>, E>()`.
     #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize>;
+    pub struct MultiHeadAttention<
+        const FQ: usize,
+        const FKV: usize,
+        const QKV: usize,
+        const H: usize,
+        const OUT: usize,
+    >;
+
+    /// Builds a [`SelfAttention`](super::SelfAttention): attention whose
+    /// keys and values come from its queries' input.
+    pub type SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize> =
+        MultiHeadAttention<F, F, QKV, H, OUT>;
+}
+
+/// Flax linen's `MultiHeadDotProductAttention(num_heads = H, qkv_features =
+/// QKV, out_features = OUT, dropout_rate)`: `query` projects the `FQ`
+/// features of the queries' input, `key` and `value` the `FKV` features of
+/// the keys' input, to `H` heads of `QKV / H` features; each head attends
+/// with `softmax(q kᵀ / sqrt(QKV / H)) v`; `out` projects the joined heads
+/// to `OUT` features.
+///
+/// Inputs, each with or without a tape: `x` (`[batch, S, FQ]`, attention of
+/// a sequence with itself, when `FQ == FKV`), `(q, kv)` (`[batch, Q, FQ]`
+/// and `[batch, K, FKV]`, sequences of different lengths) and
+/// `(q, kv, mask)` (self-attention with a mask is `(x, x, mask)`). A mask is a `[batch, Q, K]` `bool` tensor, true
+/// where a query may look at a key; as in Flax, a masked logit becomes the
+/// dtype's minimum before the softmax (so a query with nothing to look at
+/// attends uniformly). In `forward_mut` with a tape, the attention weights
+/// are dropped with probability `dropout` and the kept ones scaled by
+/// `1 / (1 - dropout)`, one keep-mask over `[Q, K]` shared by the batch and
+/// the heads (Flax's default `broadcast_dropout=True`); `forward` never
+/// drops.
+///
+/// The projections are [`Dense`] layers, named and laid out as dfdx's
+/// `Linear` (`query.weight` is `(QKV, FQ)`: Flax's `query.kernel`, `(FQ, H,
+/// QKV / H)`, flattened to `(FQ, QKV)` and transposed) and initialised like
+/// Flax's (lecun_normal with the input's fan-in, zero biases).
+/// `QKV % H != 0` does not compile.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::builder;
+///
+/// let dev: Cpu = Default::default();
+/// // Cross-attention: 5 queries of 4 features attend to 7 keys of 3.
+/// let attn = dev.build_module::<builder::MultiHeadAttention<4, 3, 8, 2, 6>, f32>();
+/// let q: Tensor<Rank3<2, 5, 4>, f32, _> = dev.sample_normal();
+/// let kv: Tensor<Rank3<2, 7, 3>, f32, _> = dev.sample_normal();
+/// let mask: Tensor<Rank3<2, 5, 7>, bool, _> = dev.sample_normal::<Rank3<2, 5, 7>>().ge(0.0);
+/// let y: Tensor<Rank3<2, 5, 6>, f32, _, _> = attn.forward((q.leaky_trace(), kv, mask));
+/// let grads = y.mean().backward();
+/// let _ = grads.get(&attn.key.weight);
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiHeadAttention<
+    const FQ: usize,
+    const FKV: usize,
+    const QKV: usize,
+    const H: usize,
+    const OUT: usize,
+    E: Dtype,
+    D: Storage<E>,
+> {
+    /// Query projection.
+    pub query: Dense<FQ, QKV, E, D>,
+    /// Key projection.
+    pub key: Dense<FKV, QKV, E, D>,
+    /// Value projection.
+    pub value: Dense<FKV, QKV, E, D>,
+    /// Output projection of the joined heads.
+    pub out: Dense<QKV, OUT, E, D>,
+    /// Dropout rate of the attention weights in `forward_mut` (Flax's
+    /// `dropout_rate`); 0 by default.
+    pub dropout: f64,
 }
 
 /// Flax linen's `SelfAttention(num_heads = H, qkv_features = QKV,
-/// out_features = OUT)` on `[batch, S, F]` inputs, with or without a tape:
-/// `query`, `key` and `value` project the `F` features to `H` heads of
-/// `QKV / H` features; each head attends with
-/// `softmax(q kᵀ / sqrt(QKV / H)) v` over the sequence; `out` projects the
-/// joined heads to `OUT` features. No mask and no dropout (Flax's
-/// `deterministic=True`, `dropout_rate=0`).
-///
-/// The projections are [`Dense`] layers, named and laid out as dfdx's
-/// `Linear` (`query.weight` is `(QKV, F)`: Flax's `query.kernel`, `(F, H,
-/// QKV / H)`, flattened to `(F, QKV)` and transposed) and initialised like
-/// Flax's (lecun_normal with fan-in `F`, and `QKV` for `out`; zero biases).
-/// `QKV % H != 0` does not compile.
+/// out_features = OUT)` on `[batch, S, F]`: a [`MultiHeadAttention`] whose
+/// keys and values come from its queries' input.
 ///
 /// ```
 /// use dfdx::prelude::*;
@@ -39,63 +103,33 @@ pub mod builder {
 /// let grads = y.mean().backward();
 /// let _ = grads.get(&attn.query.weight);
 /// ```
-#[derive(Clone, Debug)]
-pub struct SelfAttention<
-    const F: usize,
-    const QKV: usize,
-    const H: usize,
-    const OUT: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// Query projection.
-    pub query: Dense<F, QKV, E, D>,
-    /// Key projection.
-    pub key: Dense<F, QKV, E, D>,
-    /// Value projection.
-    pub value: Dense<F, QKV, E, D>,
-    /// Output projection of the joined heads.
-    pub out: Dense<QKV, OUT, E, D>,
+pub type SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize, E, D> =
+    MultiHeadAttention<F, F, QKV, H, OUT, E, D>;
+
+macro_rules! attention_generics {
+    ($($rest:tt)*) => {
+        impl<
+            const FQ: usize,
+            const FKV: usize,
+            const QKV: usize,
+            const H: usize,
+            const OUT: usize,
+            $($rest)*
+    };
 }
 
-impl<
-        const F: usize,
-        const QKV: usize,
-        const H: usize,
-        const OUT: usize,
-        E: Dtype,
-        D: Device<E>,
-    > BuildOnDevice<D, E> for builder::SelfAttention<F, QKV, H, OUT>
+attention_generics! { E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::MultiHeadAttention<FQ, FKV, QKV, H, OUT>
 where
-    SelfAttention<F, QKV, H, OUT, E, D>: BuildModule<D, E>,
+    MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>: BuildModule<D, E>,
 {
-    type Built = SelfAttention<F, QKV, H, OUT, E, D>;
+    type Built = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>;
     fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
         Self::Built::try_build(device)
     }
-}
+}}
 
-impl<
-        const F: usize,
-        const QKV: usize,
-        const H: usize,
-        const OUT: usize,
-        E: Dtype,
-        D: Storage<E>,
-    > NonMutableModule for SelfAttention<F, QKV, H, OUT, E, D>
-{
-}
-
-impl<
-        const F: usize,
-        const QKV: usize,
-        const H: usize,
-        const OUT: usize,
-        E: Dtype,
-        D: Device<E>,
-    > TensorCollection<E, D> for SelfAttention<F, QKV, H, OUT, E, D>
-{
-    type To<E2: Dtype, D2: Device<E2>> = SelfAttention<F, QKV, H, OUT, E2, D2>;
+attention_generics! { E: Dtype, D: Device<E>> TensorCollection<E, D> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
+    type To<E2: Dtype, D2: Device<E2>> = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E2, D2>;
 
     fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
         visitor: &mut V,
@@ -107,69 +141,129 @@ impl<
                 Self::module("value", |s| &s.value, |s| &mut s.value),
                 Self::module("out", |s| &s.out, |s| &mut s.out),
             ),
-            |(query, key, value, out)| SelfAttention {
-                query,
-                key,
-                value,
-                out,
-            },
+            // The rate is not a tensor: whoever rebuilds the module (the
+            // `#[compact]` expansion) sets it again.
+            |(query, key, value, out)| MultiHeadAttention { query, key, value, out, dropout: 0.0 },
         )
     }
-}
+}}
 
-impl<
-        const F: usize,
-        const QKV: usize,
-        const H: usize,
-        const OUT: usize,
-        E: Dtype,
-        D: Storage<E>,
-    > SelfAttention<F, QKV, H, OUT, E, D>
-{
+attention_generics! { E: Dtype, D: Storage<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
     /// Features per head; naming it checks `QKV % H == 0` at compile time.
     pub const HEAD_FEATURES: usize = {
         assert!(
             H >= 1 && QKV.is_multiple_of(H),
-            "SelfAttention needs qkv_features divisible by num_heads"
+            "attention needs qkv_features divisible by num_heads"
         );
         QKV / H
     };
-}
+}}
 
-impl<
-        const F: usize,
-        const QKV: usize,
-        const H: usize,
-        const OUT: usize,
-        B: Dim,
-        S: Dim,
-        E: Dtype,
-        D: FlaxenDevice<E>,
-        T: Tape<E, D>,
-    > Module<Tensor<(B, S, Const<F>), E, D, T>> for SelfAttention<F, QKV, H, OUT, E, D>
-{
-    type Output = Tensor<(B, S, Const<OUT>), E, D, T>;
-    type Error = D::Err;
-
-    fn try_forward(&self, x: Tensor<(B, S, Const<F>), E, D, T>) -> Result<Self::Output, D::Err> {
-        let (b, s, _) = *x.shape();
+attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
+    /// The forward pass: `train` drops attention weights (when the rate is
+    /// above 0 and `q` carries a tape).
+    fn attend<B: Dim, Q: Dim, K: Dim, T: Tape<E, D>, Tk: Tape<E, D>>(
+        &self,
+        q_in: Tensor<(B, Q, Const<FQ>), E, D, T>,
+        kv_in: Tensor<(B, K, Const<FKV>), E, D, Tk>,
+        mask: Option<Tensor<(B, Q, K), bool, D>>,
+        train: bool,
+    ) -> Result<Tensor<(B, Q, Const<OUT>), E, D, T>, D::Err>
+    where
+        T: Merge<Tk>,
+    {
+        let (b, nq, _) = *q_in.shape();
+        let nk = kv_in.shape().1;
         let dh = Self::HEAD_FEATURES;
+        let scale = E::from_f64(1.0 / (dh as f64).sqrt()).unwrap_or_else(E::one);
+        // One tape for both inputs: the key and value projections record
+        // their gradients even when the keys' input came without a tape.
+        let (q_in, tape) = q_in.split_tape();
+        let (kv_in, kv_tape) = kv_in.split_tape();
+        let kv_in = kv_in.put_tape(tape.merge(kv_tape));
+        let k = self.key.try_forward(kv_in.with_empty_tape())?;
+        let (v, tape) = self.value.try_forward(kv_in)?.split_tape();
+        let q = self.query.try_forward(q_in.put_tape(tape))?;
         // [B, S, QKV] -> [B, H, S, QKV / H]
-        let heads = |t: Tensor<(B, S, Const<QKV>), E, D, T>| {
-            t.try_reshape_like(&(b, s, Const::<H>, dh))?
-                .try_permute::<_, Axes4<0, 2, 1, 3>>()
-        };
-        let q = heads(self.query.try_forward(x.with_empty_tape())?)?
-            .try_mul(E::from_f64(1.0 / (dh as f64).sqrt()).unwrap())?;
-        let k = heads(self.key.try_forward(x.with_empty_tape())?)?;
-        let v = heads(self.value.try_forward(x)?)?;
-        let weights = q
-            .try_matmul(k.try_permute::<_, Axes4<0, 1, 3, 2>>()?)?
-            .try_softmax::<Axis<3>>()?;
+        let q = q
+            .try_reshape_like(&(b, nq, Const::<H>, dh))?
+            .try_permute::<_, Axes4<0, 2, 1, 3>>()?
+            .try_mul(scale)?;
+        let k = k.try_reshape_like(&(b, nk, Const::<H>, dh))?.try_permute::<_, Axes4<0, 2, 3, 1>>()?;
+        let v = v.try_reshape_like(&(b, nk, Const::<H>, dh))?.try_permute::<_, Axes4<0, 2, 1, 3>>()?;
+        let mut logits = q.try_matmul(k)?;
+        if let Some(mask) = mask {
+            let shape = *logits.shape();
+            let floor = logits.device().try_ones_like(&shape)?.try_mul(E::min_value())?;
+            logits = mask.try_broadcast_like::<_, Axis<1>>(&shape)?.try_choose(logits, floor)?;
+        }
+        let mut weights = logits.try_softmax::<Axis<3>>()?;
+        if train && T::OWNS_TAPE && self.dropout > 0.0 {
+            let shape = *weights.shape();
+            let keep = weights
+                .device()
+                .try_ones_like(&(nq, nk))?
+                .try_dropout(self.dropout)?
+                .try_broadcast_like::<_, Axes2<0, 1>>(&shape)?;
+            weights = weights.try_mul(keep)?;
+        }
         let joined = weights
             .try_matmul(v)?
             .try_permute::<_, Axes4<0, 2, 1, 3>>()?
-            .try_reshape_like(&(b, s, Const::<QKV>))?;
+            .try_reshape_like(&(b, nq, Const::<QKV>))?;
         self.out.try_forward(joined)
     }
+}}
+
+/// `Module` (no dropout) and `ModuleMut` (dropout when training) for one
+/// input form, through `attend`.
+macro_rules! forms {
+    ($(#[$m:meta])* [$($g:tt)*] $input:ty, ($($pat:tt)*) => ($q:expr, $kv:expr, $mask:expr)) => {
+        attention_generics! { $($g)* E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D> + Merge<Tk>>
+            Module<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>
+        {
+            type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
+            type Error = D::Err;
+            fn try_forward(&self, $($pat)*: $input) -> Result<Self::Output, D::Err> {
+                self.attend($q, $kv, $mask, false)
+            }
+        }}
+        attention_generics! { $($g)* E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D> + Merge<Tk>>
+            ModuleMut<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>
+        {
+            type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
+            type Error = D::Err;
+            fn try_forward_mut(&mut self, $($pat)*: $input) -> Result<Self::Output, D::Err> {
+                self.attend($q, $kv, $mask, true)
+            }
+        }}
+    };
 }
+
+// Self-attention needs the keys' features to be the queries'.
+macro_rules! self_forms {
+    ($input:ty, ($($pat:tt)*) => ($x:ident, $mask:expr)) => {
+        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
+            Module<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D>
+        {
+            type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
+            type Error = D::Err;
+            fn try_forward(&self, $($pat)*: $input) -> Result<Self::Output, D::Err> {
+                self.attend($x.with_empty_tape(), $x, $mask, false)
+            }
+        }
+        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
+            ModuleMut<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D>
+        {
+            type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
+            type Error = D::Err;
+            fn try_forward_mut(&mut self, $($pat)*: $input) -> Result<Self::Output, D::Err> {
+                self.attend($x.with_empty_tape(), $x, $mask, true)
+            }
+        }
+    };
+}
+
+self_forms!(Tensor<(B, Q, Const<F>), E, D, T>, (x) => (x, None));
+forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>), ((q, kv)) => (q, kv, None));
+forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>, Tensor<(B, Q, K), bool, D>), ((q, kv, mask)) => (q, kv, Some(mask)));

@@ -1,0 +1,100 @@
+//! `MultiHeadDotProductAttention(num_heads, qkv_features, out_features,
+//! dropout_rate = 0.0)(q, kv, mask = m)`: Flax's
+//! `nn.MultiHeadDotProductAttention`, queries from `q` `[Q, fq]`, keys and
+//! values from `kv` `[K, fkv]` (`q` itself when left out), a `[Q, K]` mask.
+//! [`Attention`] is shared with `SelfAttention`.
+
+use super::Site;
+use crate::args::{Bound, Sig};
+use crate::ctxt::Ctxt;
+use crate::gen::lit;
+use crate::paths;
+use crate::shape::{self, show};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub const SIG: Sig = Sig {
+    params: &["num_heads", "qkv_features", "out_features", "dropout_rate", "name"],
+    required: &["num_heads"],
+    example: "MultiHeadDotProductAttention(num_heads = 4)(q, kv, mask = m)",
+};
+
+/// A checked attention layer.
+pub struct Attention {
+    q_features: usize,
+    kv_features: usize,
+    qkv: usize,
+    heads: usize,
+    out: usize,
+    dropout: f64,
+}
+
+/// `[Q, fq]` (and `[K, fkv]`) → `[Q, out_features]`.
+pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Attention, Vec<usize>)> {
+    let heads = b.req(cx, "num_heads", |a| a.positive("`num_heads`"));
+    let fq = site.shape.last().copied().unwrap_or(0);
+    // Flax's defaults: both from the queries' features.
+    let qkv = b.or(cx, "qkv_features", fq, |a| a.positive("`qkv_features`"));
+    let out = b.or(cx, "out_features", fq, |a| a.positive("`out_features`"));
+    let dropout = b.or(cx, "dropout_rate", 0.0, |a| a.float("`dropout_rate`")).and_then(|r| {
+        if (0.0..1.0).contains(&r) {
+            Some(r)
+        } else {
+            if let Some(a) = b.get("dropout_rate") {
+                cx.error_at(a, format!("`dropout_rate` is the probability of dropping an attention weight and must be in [0, 1), but is {r}"));
+            }
+            None
+        }
+    });
+    let kv = site.extra.first().unwrap_or(&site.shape.to_vec()).clone();
+    for (shape, which) in [(site.shape, "queries'"), (&kv[..], "keys'")] {
+        if shape.len() != 2 {
+            cx.error_at(site.call, format!("`{what}` needs [seq, features] inputs, but the {which} input has shape {} here", show(shape)));
+            return None;
+        }
+    }
+    let (heads, qkv, out, dropout) = (heads?, qkv?, out?, dropout?);
+    if qkv % heads != 0 {
+        cx.error_at(site.call, format!("`{what}` splits its {qkv} qkv features into {heads} heads, which needs {qkv} divisible by {heads}"));
+        return None;
+    }
+    if let Some(m) = &site.mask {
+        let want = [site.shape[0], kv[0]];
+        if m[..] != want[..] {
+            cx.error_at(site.call, format!("`{what}`'s mask must be [queries, keys] = {}, but it has shape {} here", show(&want), show(m)));
+            return None;
+        }
+    }
+    let layer = Attention { q_features: fq, kv_features: kv[1], qkv, heads, out, dropout };
+    Some((layer, vec![site.shape[0], out]))
+}
+
+impl Attention {
+    pub fn ty(&self) -> TokenStream {
+        let l = paths::layers();
+        let (fq, fkv) = (lit(self.q_features), lit(self.kv_features));
+        let (q, h, o) = (lit(self.qkv), lit(self.heads), lit(self.out));
+        quote!(#l::MultiHeadAttention<#fq, #fkv, #q, #h, #o, E, D>)
+    }
+
+    pub fn init(&self) -> Vec<TokenStream> {
+        let r = self.dropout;
+        if r > 0.0 {
+            vec![quote!(__f.dropout = #r;)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub fn params(&self) -> usize {
+        let proj = |f: usize| shape::params(&[f, self.qkv]).saturating_add(self.qkv);
+        proj(self.q_features)
+            .saturating_add(proj(self.kv_features).saturating_mul(2))
+            .saturating_add(shape::params(&[self.qkv, self.out]))
+            .saturating_add(self.out)
+    }
+
+    pub fn doc(&self, what: &str) -> String {
+        format!("`{what}({} heads, {} qkv features)`", self.heads, self.qkv)
+    }
+}
