@@ -44,6 +44,7 @@ mod flatten;
 mod norm;
 mod pool;
 mod relu;
+mod rnn;
 pub mod resize;
 
 pub use attention::SelfAttention;
@@ -54,6 +55,7 @@ pub use flatten::Flatten2D;
 pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
+pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
 pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
@@ -62,6 +64,7 @@ pub mod builder {
     pub use super::conv::builder::{Conv2D, UnbiasedConv2D};
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
+    pub use super::rnn::builder::{GruCell, LstmCell, Rnn, SimpleCell};
 }
 
 /// The padding `(low, high)` that XLA (and so Flax) uses for
