@@ -23,8 +23,8 @@ fn window_indices(win: &Window2D, pad: usize) -> Vec<usize> {
         for ox in 0..win.ow {
             for ki in 0..win.kh {
                 for kj in 0..win.kw {
-                    let iy = (oy * win.sh + ki).checked_sub(win.pt);
-                    let ix = (ox * win.sw + kj).checked_sub(win.pl);
+                    let iy = (oy * win.sh + ki * win.dh).checked_sub(win.pt);
+                    let ix = (ox * win.sw + kj * win.dw).checked_sub(win.pl);
                     idx.push(match (iy, ix) {
                         (Some(iy), Some(ix)) if iy < win.h && ix < win.w => iy * win.w + ix,
                         _ => pad,
@@ -44,7 +44,7 @@ fn conv_indices(geom: &ConvGeometry) -> Vec<usize> {
     let plane = win.in_plane();
     let pad = geom.c * plane;
     let per_window = window_indices(win, usize::MAX);
-    let mut idx = Vec::with_capacity(win.out_plane() * geom.patch());
+    let mut idx = Vec::with_capacity(win.out_plane() * geom.cols());
     for pos in per_window.chunks_exact(win.window()) {
         for ch in 0..geom.c {
             idx.extend(pos.iter().map(|&i| match i {
@@ -84,6 +84,7 @@ fn float<E: Dtype>(v: f64) -> E {
 ///     c: 1,
 ///     o: 1,
 ///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+///     groups: 1,
 /// };
 /// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
 /// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
@@ -123,6 +124,7 @@ where
 ///     c: 1,
 ///     o: 1,
 ///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+///     groups: 1,
 /// };
 /// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
 /// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
@@ -147,7 +149,10 @@ where
 }
 
 /// The convolution of [`try_conv2d`] and [`try_conv2d_unbiased`]: one body,
-/// with the bias added when there is one.
+/// with the bias added when there is one. A grouped convolution multiplies
+/// the patches of every channel by a block-diagonal `(o, c * kh * kw)`
+/// weight gathered from the `(o, c / groups, kh, kw)` one (zeros off the
+/// group's block), so its gradient lands on the real weight.
 fn conv2d<E, D, X, K, Bs, Y, T>(
     geom: &ConvGeometry,
     x: Tensor<X, E, D, T>,
@@ -165,30 +170,171 @@ where
     T: Tape<E, D> + Merge<T>,
 {
     let win = &geom.win;
+    let dev = x.device().clone();
+    let weight = if geom.groups == 1 {
+        weight
+            .retaped::<T>()
+            .try_reshape_like(&(geom.o, geom.patch()))?
+    } else {
+        let n = geom.o * geom.patch();
+        let flat = weight.retaped::<T>().try_reshape_like(&(n,))?;
+        let zero: Tensor<(usize,), E, D> = dev.try_zeros_like(&(1,))?;
+        let flat = (flat, zero).try_concat_along(Axis::<0>)?;
+        let idx = dev.try_tensor_from_vec(block_diagonal(geom), (geom.o * geom.cols(),))?;
+        let full: Tensor<(usize,), E, D, T> = flat.try_gather(idx)?;
+        full.try_reshape_like(&(geom.o, geom.cols()))?
+    };
+    let plan = Patches {
+        idx: conv_indices(geom),
+        chw: geom.c * win.in_plane(),
+        cols: geom.cols(),
+        o: geom.o,
+        positions: win.out_plane(),
+    };
+    patches_matmul(&plan, x, weight, bias, y_shape)
+}
+
+/// The transposed convolution of Flax's `ConvTranspose` from dfdx ops; see
+/// [`FlaxenDevice::try_conv_transpose2d`](super::FlaxenDevice::try_conv_transpose2d).
+/// The gather reads, for every output cell and kernel cell, the input cell
+/// the stride-dilated, padded input has there (or a zero).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{builder, composite};
+///
+/// type L = builder::ConvTranspose2D<1, 1, 1, 2, 1, 1, 1, 2, 0, 0, 1, 1, 1, 2, 1, 4>;
+/// let dev: Cpu = Default::default();
+/// let w: Tensor<Rank4<1, 1, 1, 2>, f32, _> = dev.tensor([[[[1.0, 10.0]]]]);
+/// let x: Tensor<Rank4<1, 1, 1, 2>, f32, _> = dev.tensor([[[[1.0, 2.0]]]]);
+/// let no_bias = None::<&Tensor<Rank1<1>, f32, Cpu>>;
+/// let y = composite::try_conv_transpose2d(&L::GEOMETRY, x, &w, no_bias, Rank4::<1, 1, 1, 4>::default())
+///     .unwrap();
+/// assert_eq!(y.array(), [[[[10.0, 1.0, 20.0, 2.0]]]]);
+/// ```
+pub fn try_conv_transpose2d<E, D, X, K, Bs, Y, T>(
+    geom: &ConvGeometry,
+    x: Tensor<X, E, D, T>,
+    weight: &Tensor<K, E, D>,
+    bias: Option<&Tensor<Bs, E, D>>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    K: Shape,
+    Bs: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
+    let win = &geom.win;
     let chw = geom.c * win.in_plane();
-    let (patch, positions) = (geom.patch(), win.out_plane());
+    // The input cell at dilated, padded position `o + k * d` along an axis.
+    let source = |o: usize, k: usize, d: usize, pad: usize, s: usize, n: usize| {
+        (o + k * d)
+            .checked_sub(pad)
+            .filter(|m| m % s == 0 && m / s < n)
+            .map(|m| m / s)
+    };
+    let mut idx = Vec::with_capacity(win.out_plane() * geom.cols());
+    for oy in 0..win.oh {
+        for ox in 0..win.ow {
+            for ch in 0..geom.c {
+                for ki in 0..win.kh {
+                    for kj in 0..win.kw {
+                        let iy = source(oy, ki, win.dh, win.pt, win.sh, win.h);
+                        let ix = source(ox, kj, win.dw, win.pl, win.sw, win.w);
+                        idx.push(match (iy, ix) {
+                            (Some(iy), Some(ix)) => ch * win.in_plane() + iy * win.w + ix,
+                            _ => chw,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let plan = Patches {
+        idx,
+        chw,
+        cols: geom.cols(),
+        o: geom.o,
+        positions: win.out_plane(),
+    };
+    let weight = weight
+        .retaped::<T>()
+        .try_reshape_like(&(geom.o, geom.cols()))?;
+    patches_matmul(&plan, x, weight, bias, y_shape)
+}
+
+/// For the block-diagonal weight of a grouped convolution, row-major
+/// `(o, c * kh * kw)`: the index into the flattened `(o, c / groups, kh,
+/// kw)` weight, or its length (a zero cell) off the output's group.
+fn block_diagonal(geom: &ConvGeometry) -> Vec<usize> {
+    let (cells, patch) = (geom.win.window(), geom.patch());
+    let (cg, og) = (geom.c / geom.groups, geom.o / geom.groups);
+    let zero = geom.o * patch;
+    let mut idx = Vec::with_capacity(geom.o * geom.cols());
+    for o in 0..geom.o {
+        for ch in 0..geom.c {
+            let inside = ch / cg == o / og;
+            idx.extend((0..cells).map(|k| match inside {
+                true => o * patch + (ch % cg) * cells + k,
+                false => zero,
+            }));
+        }
+    }
+    idx
+}
+
+/// A convolution as im2col by `gather` and one `matmul`: `idx` holds, for
+/// every output position, `cols` indices into one example's `chw` values
+/// (index `chw` is a zero cell); the `(o, cols)` weight multiplies them.
+pub(super) struct Patches {
+    pub(super) idx: Vec<usize>,
+    pub(super) chw: usize,
+    pub(super) cols: usize,
+    pub(super) o: usize,
+    pub(super) positions: usize,
+}
+
+/// `y = patches(x) weight^T (+ bias)`, reshaped to `y_shape`: the body of
+/// every composite convolution.
+pub(super) fn patches_matmul<E, D, X, Bs, Y, T>(
+    plan: &Patches,
+    x: Tensor<X, E, D, T>,
+    weight: Tensor<(usize, usize), E, D, T>,
+    bias: Option<&Tensor<Bs, E, D>>,
+    y_shape: Y,
+) -> Result<Tensor<Y, E, D, T>, D::Err>
+where
+    E: Dtype,
+    D: Device<E>,
+    X: Shape,
+    Bs: Shape,
+    Y: Shape,
+    T: Tape<E, D> + Merge<T>,
+{
+    let (chw, cols, positions) = (plan.chw, plan.cols, plan.positions);
     let batch = x.shape().num_elements() / chw;
     let dev = x.device().clone();
 
     let x = x.try_reshape_like(&(batch, chw))?;
     let pad: Tensor<(usize, usize), E, D> = dev.try_zeros_like(&(batch, 1))?;
     let x = (x, pad).try_concat_along(Axis::<1>)?;
-    let idx = repeat_rows(&conv_indices(geom), batch);
-    let idx = dev.try_tensor_from_vec(idx, (batch, positions * patch))?;
-    let cols: Tensor<(usize, usize), E, D, T> = x.try_gather(idx)?;
-    let cols = cols.try_reshape_like(&(batch, positions, patch))?;
+    let idx = repeat_rows(&plan.idx, batch);
+    let idx = dev.try_tensor_from_vec(idx, (batch, positions * cols))?;
+    let patches: Tensor<(usize, usize), E, D, T> = x.try_gather(idx)?;
+    let patches = patches.try_reshape_like(&(batch, positions, cols))?;
 
-    let w = weight
-        .retaped::<T>()
-        .try_reshape_like(&(geom.o, patch))?
-        .try_permute::<_, Axes2<1, 0>>()?;
-    let y = cols.try_matmul(w)?.try_permute::<_, Axes3<0, 2, 1>>()?;
+    let w = weight.try_permute::<_, Axes2<1, 0>>()?;
+    let y = patches.try_matmul(w)?.try_permute::<_, Axes3<0, 2, 1>>()?;
     let y = match bias {
         Some(bias) => {
             let b = bias
                 .retaped::<T>()
-                .try_reshape_like(&(geom.o,))?
-                .try_broadcast_like::<_, Axes2<0, 2>>(&(batch, geom.o, positions))?;
+                .try_reshape_like(&(plan.o,))?
+                .try_broadcast_like::<_, Axes2<0, 2>>(&(batch, plan.o, positions))?;
             y.try_add(b)?
         }
         None => y,

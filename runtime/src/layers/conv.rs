@@ -111,6 +111,7 @@ impl<
             c: C,
             o: O,
             win: Window2D::checked([KH, KW], [SH, SW], [PT, PB, PL, PR], [H, W], [OH, OW]),
+            groups: 1,
         }
     };
 }

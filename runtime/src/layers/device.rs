@@ -82,6 +82,7 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
     ///     c: 1,
     ///     o: 1,
     ///     win: Window2D::checked([2, 2], [1, 1], [0, 0, 0, 0], [2, 3], [1, 2]),
+    ///     groups: 1,
     /// };
     /// let x: Tensor<Rank4<1, 1, 2, 3>, f32, _> = dev.tensor([[[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]]]);
     /// let w: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, 0.0], [0.0, 1.0]]]]);
@@ -111,6 +112,25 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         y_shape: Y,
     ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
         self.try_conv2d_unbiased(geom, x, weight, y_shape)
+    }
+
+    /// The transposed convolution of Flax's `ConvTranspose`
+    /// (`jax.lax.conv_transpose`, kernel not flipped): `x` dilated by the
+    /// window's strides and padded by its padding, correlated with
+    /// `weight`, `(o, c, kh, kw)`, plus `bias` when given; `geom.win` is the
+    /// transposed window ([`ConvTranspose2D`](super::ConvTranspose2D)'s
+    /// `GEOMETRY`). Records the gradients of `x`, `weight` and `bias`. The
+    /// default is the [`composite`](super::composite) path; the CPU runs a
+    /// gemm + scatter kernel.
+    fn try_conv_transpose2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &ConvGeometry,
+        x: Tensor<X, E, Self, T>,
+        weight: &Tensor<K, E, Self>,
+        bias: Option<&Tensor<Bs, E, Self>>,
+        y_shape: Y,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        super::composite::try_conv_transpose2d(geom, x, weight, bias, y_shape)
     }
 
     /// `y = x weight^T + bias` for a `(batch, I)` input and an `(O, I)`
@@ -224,6 +244,17 @@ macro_rules! impl_with_cpu_kernels {
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
                 let no_bias = None::<&Tensor<Rank1<0>, $e, Self>>;
                 cpu::conv2d(self, geom, x, weight, no_bias, y_shape, false)
+            }
+
+            fn try_conv_transpose2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &ConvGeometry,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                bias: Option<&Tensor<Bs, $e, Self>>,
+                y_shape: Y,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                cpu::conv_transpose2d(self, geom, x, weight, bias, y_shape)
             }
 
             fn try_dense<B: Dim, const I: usize, const O: usize, T: Tape<$e, Self>>(

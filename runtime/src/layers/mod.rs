@@ -37,6 +37,8 @@
 mod attention;
 pub mod composite;
 mod conv;
+mod conv_general;
+mod conv_transpose;
 mod cpu;
 mod dense;
 mod device;
@@ -49,6 +51,11 @@ pub mod resize;
 
 pub use attention::SelfAttention;
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
+pub use conv_general::{ConvGeneral2D, UnbiasedConvGeneral2D};
+pub use conv_transpose::{
+    conv_transpose_out_size, conv_transpose_same_padding, conv_transpose_valid_padding,
+    ConvTranspose2D, UnbiasedConvTranspose2D,
+};
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
 pub use flatten::Flatten2D;
@@ -62,6 +69,8 @@ pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 pub mod builder {
     pub use super::attention::builder::SelfAttention;
     pub use super::conv::builder::{Conv2D, UnbiasedConv2D};
+    pub use super::conv_general::builder::{ConvGeneral2D, UnbiasedConvGeneral2D};
+    pub use super::conv_transpose::builder::{ConvTranspose2D, UnbiasedConvTranspose2D};
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
     pub use super::rnn::builder::{GruCell, LstmCell, Rnn, SimpleCell};
@@ -113,6 +122,19 @@ pub const fn conv_out_size(
     }
 }
 
+/// The extent of a kernel of `kernel` cells dilated by `dilation` (Flax's
+/// `kernel_dilation`): `(kernel - 1) * dilation + 1`, the size that padding
+/// and output sizes are computed with.
+///
+/// ```
+/// use flaxen_runtime::layers::dilated_kernel;
+/// assert_eq!(dilated_kernel(3, 1), 3);
+/// assert_eq!(dilated_kernel(3, 2), 5);
+/// ```
+pub const fn dilated_kernel(kernel: usize, dilation: usize) -> usize {
+    (kernel.saturating_sub(1)) * dilation + 1
+}
+
 /// The geometry of a window sliding over one `H x W` plane: kernel, strides,
 /// padding and the output size. Shared by convolution and pooling.
 ///
@@ -144,6 +166,12 @@ pub struct Window2D {
     pub oh: usize,
     /// Output width.
     pub ow: usize,
+    /// Kernel dilation along the height (Flax's `kernel_dilation`; 1 for
+    /// pooling and plain convolutions): kernel row `ki` reads input row
+    /// `oy * sh + ki * dh - pt`.
+    pub dh: usize,
+    /// Kernel dilation along the width.
+    pub dw: usize,
 }
 
 impl Window2D {
@@ -167,7 +195,35 @@ impl Window2D {
         input: [usize; 2],
         output: [usize; 2],
     ) -> Self {
+        Self::checked_dilated(kernel, [1, 1], strides, padding, input, output)
+    }
+
+    /// [`checked`](Self::checked) for a kernel dilated by `dilation`
+    /// (Flax's `kernel_dilation`): the rules hold for the dilated kernel's
+    /// extent, [`dilated_kernel`].
+    ///
+    /// # Panics
+    /// (At compile time when used in a `const`.) As [`checked`](Self::checked),
+    /// and if a dilation is 0.
+    ///
+    /// ```
+    /// use flaxen_runtime::layers::Window2D;
+    /// // A 3x3 kernel dilated by 2 spans 5x5: 9 - 5 + 1 = 5 outputs per axis.
+    /// const G: Window2D = Window2D::checked_dilated([3, 3], [2, 2], [1, 1], [0; 4], [9, 9], [5, 5]);
+    /// assert_eq!((G.dh, G.oh), (2, 5));
+    /// ```
+    pub const fn checked_dilated(
+        kernel: [usize; 2],
+        dilation: [usize; 2],
+        strides: [usize; 2],
+        padding: [usize; 4],
+        input: [usize; 2],
+        output: [usize; 2],
+    ) -> Self {
+        let [dh, dw] = dilation;
+        assert!(dh >= 1 && dw >= 1, "kernel dilations must be at least 1");
         let [kh, kw] = kernel;
+        let (eh, ew) = (dilated_kernel(kh, dh), dilated_kernel(kw, dw));
         let [sh, sw] = strides;
         let [pt, pb, pl, pr] = padding;
         let [h, w] = input;
@@ -179,19 +235,19 @@ impl Window2D {
             "input height and width must be at least 1"
         );
         assert!(
-            kh <= h + pt + pb,
+            eh <= h + pt + pb,
             "kernel height is larger than the padded input height (KH > H + PT + PB)"
         );
         assert!(
-            kw <= w + pl + pr,
+            ew <= w + pl + pr,
             "kernel width is larger than the padded input width (KW > W + PL + PR)"
         );
         assert!(
-            oh == conv_out_size(h, kh, sh, pt, pb),
+            oh == conv_out_size(h, eh, sh, pt, pb),
             "output height must be OH == (H + PT + PB - KH) / SH + 1"
         );
         assert!(
-            ow == conv_out_size(w, kw, sw, pl, pr),
+            ow == conv_out_size(w, ew, sw, pl, pr),
             "output width must be OW == (W + PL + PR - KW) / SW + 1"
         );
         Self {
@@ -207,6 +263,8 @@ impl Window2D {
             w,
             oh,
             ow,
+            dh,
+            dw,
         }
     }
 
@@ -227,7 +285,12 @@ impl Window2D {
 }
 
 /// The geometry of a 2-D convolution: `c` input channels, `o` output
-/// channels (features) and the [`Window2D`] of the kernel.
+/// channels (features), `groups` (Flax's `feature_group_count`, 1 for a
+/// plain convolution) and the [`Window2D`] of the kernel.
+///
+/// With `groups = g`, output channel `j` reads only the input channels of
+/// its group, `(j / (o / g)) * (c / g)..` (`c / g` of them); the weight is
+/// `(o, c / g, kh, kw)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConvGeometry {
     /// Input channels.
@@ -236,11 +299,19 @@ pub struct ConvGeometry {
     pub o: usize,
     /// Kernel, strides, padding and plane sizes.
     pub win: Window2D,
+    /// Feature groups; divides `c` and `o`.
+    pub groups: usize,
 }
 
 impl ConvGeometry {
-    /// `c * kh * kw`: the fan-in of one output, and the rows of im2col.
+    /// `(c / groups) * kh * kw`: the fan-in of one output, and the rows of
+    /// one group's im2col.
     pub const fn patch(&self) -> usize {
+        self.c / self.groups * self.win.window()
+    }
+
+    /// `c * kh * kw`: the rows of im2col over every group.
+    pub const fn cols(&self) -> usize {
         self.c * self.win.window()
     }
 }

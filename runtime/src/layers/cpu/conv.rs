@@ -11,8 +11,9 @@ use super::{chunking, Elem};
 use crate::layers::{ConvGeometry, Window2D};
 
 /// For kernel column `kj`, the output columns `lo..hi` whose input column
-/// `ox * sw + kj - pl` lies inside `0..w`; the others read padding.
+/// `ox * sw + kj * dw - pl` lies inside `0..w`; the others read padding.
 fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize) {
+    let kj = kj * win.dw;
     let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
     let hi = (win.w + win.pl)
         .saturating_sub(kj)
@@ -23,12 +24,13 @@ fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize) {
 
 /// The input row that output row `oy` reads at kernel row `ki`, if any.
 fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
-    (oy * win.sh + ki)
+    (oy * win.sh + ki * win.dh)
         .checked_sub(win.pt)
         .filter(|&iy| iy < win.h)
 }
 
-/// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example.
+/// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example; the
+/// rows of group `g` are `g * patch..(g + 1) * patch`.
 fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
     let win = &geom.win;
     let (positions, plane) = (win.out_plane(), win.in_plane());
@@ -46,7 +48,7 @@ fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
                     };
                     out[..lo].fill(E::zero());
                     out[hi..].fill(E::zero());
-                    let start = iy * win.w + lo * win.sw + kj - win.pl;
+                    let start = iy * win.w + lo * win.sw + kj * win.dw - win.pl;
                     if win.sw == 1 {
                         out[lo..hi].copy_from_slice(&xc[start..start + hi - lo]);
                     } else {
@@ -75,7 +77,7 @@ fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
                     let Some(iy) = input_row(win, oy, ki) else {
                         continue;
                     };
-                    let start = iy * win.w + lo * win.sw + kj - win.pl;
+                    let start = iy * win.w + lo * win.sw + kj * win.dw - win.pl;
                     if win.sw == 1 {
                         let dst = &mut dxc[start..start + hi - lo];
                         dst.iter_mut()
@@ -127,7 +129,8 @@ pub(super) fn forward<E: Elem>(
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
     let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let col_len = patch * positions;
+    let col_len = geom.cols() * positions;
+    let (groups, og) = (geom.groups, geom.o / geom.groups);
     let pointwise = is_pointwise(geom);
     // `y` is written without zeroing it first: every element starts as its
     // bias, or zero without one (below), and zeroing 3 MB per layer and step
@@ -135,7 +138,6 @@ pub(super) fn forward<E: Elem>(
     let mut y: Vec<E> = Vec::with_capacity(batch * out_len);
     let mut cols = (keep_cols && !pointwise).then(|| Scratch::new(batch * col_len));
     let per = chunking(batch);
-    let w = Mat::rows(weight, geom.o, patch);
 
     let run = |first: usize, y: &mut [MaybeUninit<E>], kept: Option<&mut [E]>| {
         let mut scratch = None;
@@ -165,8 +167,14 @@ pub(super) fn forward<E: Elem>(
             // SAFETY: every element of `yb` was written just above, and
             // `MaybeUninit<E>` has the layout of `E`.
             let yb = unsafe { &mut *(yb as *mut [MaybeUninit<E>] as *mut [E]) };
-            let dst = MatMut::rows(yb, geom.o, positions);
-            matmul(dst, true, w, Mat::rows(colsb, patch, positions));
+            // One gemm per group: its outputs, its weight rows, its patch rows.
+            let blocks = yb.chunks_exact_mut(og * positions);
+            let ws = weight.chunks_exact(og * patch);
+            for (g, (yg, wg)) in blocks.zip(ws).enumerate().take(groups) {
+                let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
+                let dst = MatMut::rows(yg, og, positions);
+                matmul(dst, true, Mat::rows(wg, og, patch), Mat::rows(cg, patch, positions));
+            }
         }
     };
 
@@ -205,10 +213,11 @@ pub(super) fn backward<E: Elem>(
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
     let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let col_len = patch * positions;
+    let col_len = geom.cols() * positions;
+    let (groups, og) = (geom.groups, geom.o / geom.groups);
+    let gcols = patch * positions;
     let pointwise = is_pointwise(geom);
     let per = chunking(batch);
-    let wt = Mat::transposed(weight, patch, geom.o);
     let bias_len = if bias_grad { geom.o } else { 0 };
     // One task per run of `per` examples, with its slice of `dx` if wanted.
     let tasks: Vec<(usize, Option<&mut [E]>)> = match dx {
@@ -227,9 +236,11 @@ pub(super) fn backward<E: Elem>(
                 let i = b - t * per;
                 let dyb = &dy[b * out_len..(b + 1) * out_len];
                 let colsb = &cols[b * col_len..(b + 1) * col_len];
-                let g = Mat::rows(dyb, geom.o, positions);
-                let dwm = MatMut::rows(&mut dw, geom.o, patch);
-                matmul(dwm, i > 0, g, Mat::transposed(colsb, positions, patch));
+                for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
+                    let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                    let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], positions, patch);
+                    matmul(MatMut::rows(dwg, og, patch), i > 0, dyg, cg);
+                }
                 // An empty `db` (no bias) makes this loop a no-op.
                 for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
                     *acc += sum(row);
@@ -238,11 +249,21 @@ pub(super) fn backward<E: Elem>(
                     continue;
                 };
                 let dxb = &mut dxc[i * chw..(i + 1) * chw];
+                // The patch-matrix gradient of each group, `W_g^T dy_g`: into
+                // `dx` directly for a pointwise kernel (its patch rows are the
+                // input's channels), else into `dcols` for col2im.
+                let group_grads = |dst: &mut [E], accumulate: bool| {
+                    for (g, dcg) in dst.chunks_exact_mut(gcols).enumerate().take(groups) {
+                        let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                        let wt = Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
+                        matmul(MatMut::rows(dcg, patch, positions), accumulate, wt, dyg);
+                    }
+                };
                 if pointwise {
-                    matmul(MatMut::rows(dxb, patch, positions), true, wt, g);
+                    group_grads(dxb, true);
                 } else {
                     let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
-                    matmul(MatMut::rows(dcols, patch, positions), false, wt, g);
+                    group_grads(dcols, false);
                     col2im(geom, dcols, dxb);
                 }
             }
@@ -278,6 +299,7 @@ mod tests {
             c,
             o: 1,
             win: Window2D::checked(kernel, s, p, hw, [oh, ow]),
+            groups: 1,
         }
     }
 

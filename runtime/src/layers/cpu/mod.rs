@@ -8,6 +8,7 @@
 //! written, then put back.
 
 mod conv;
+mod conv_transpose;
 mod dense;
 mod gemm;
 mod pool;
@@ -19,6 +20,8 @@ use rayon::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
 use scratch::{Pooled, Scratch};
+
+pub(super) use conv_transpose::conv_transpose2d;
 
 /// The element types the CPU kernels are written for.
 pub(crate) trait Elem: Dtype + num_traits::Float + Pooled {}
