@@ -55,13 +55,15 @@ pub struct Resize {
 fn method(a: &ArgVal) -> syn::Result<(&'static str, String)> {
     let word = match &a.val {
         Val::Str(s) | Val::Word(s) => s.to_lowercase(),
-        other => return Err(syn::Error::new_spanned(
-            &a.tokens,
-            format!(
+        other => {
+            return Err(syn::Error::new_spanned(
+                &a.tokens,
+                format!(
                 "`method` is a name such as \"nearest\" or \"bilinear\", but is {}\n{METHOD_HELP}",
                 other.kind()
             ),
-        )),
+            ))
+        }
     };
     if let Some((_, ty)) = METHODS.iter().find(|(m, _)| *m == word) {
         return Ok((ty, word));
