@@ -26,6 +26,9 @@
 
 use std::time::Instant;
 
+#[path = "bench/rnn.rs"]
+mod rnn;
+
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 use flaxen::runtime::layers::builder::Dense;
@@ -157,5 +160,8 @@ fn main() {
     }
     if run("W2") {
         bench!("W2", W2, w2, warmup, steps / 3);
+    }
+    if run("LSTM") {
+        rnn::bench(warmup.min(5), (steps / 10).max(1));
     }
 }
