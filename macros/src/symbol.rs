@@ -145,10 +145,6 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "resizing is `resize(x, (c, 2 * h, 2 * w), method = \"nearest\")` (jax.image.resize); nearest by an integer factor is a copy",
             None,
         ),
-        "Upsample" | "UpsamplingNearest2d" | "UpsamplingBilinear2d" | "upsample" | "interpolate" => (
-            "resizing is `resize(x, (c, 2 * h, 2 * w), method = \"nearest\")` (jax.image.resize); nearest by an integer factor is a copy",
-            Some("resize"),
-        ),
         "ReLU" | "Relu" => ("activations are ops: `relu(x)`", Some("relu")),
         "GELU" | "Gelu" => ("activations are ops: `gelu(x)`", Some("gelu")),
         "Sigmoid" => ("activations are ops: `sigmoid(x)`", Some("sigmoid")),
