@@ -72,6 +72,7 @@
 ///   | `reshape(x, (d1, ..))` | the same number of elements in 1 to 3 axes; one size may be `-1` (inferred); Flax's `x.reshape(..)` |
 ///   | `mean` / `sum(x, axis = -1)`, `axis = (-2, -1)` | those axes removed (`mean(x, axis = (-2, -1))` is global average pooling); at least one axis stays |
 ///   | `concatenate((x, y, ..), axis = -k)` (or `[x, y, ..]`) | equal shapes but for axis `-k`, whose sizes add up |
+///   | `resize(x, (c, h2, w2), method = "nearest", antialias = true)` | `[c, h, w]` → `[c, h2, w2]`: `jax.image.resize` (half-pixel centres); `method` is `"nearest"`, `"linear"` (`"bilinear"`), `"cubic"` (`"bicubic"`), `"lanczos3"` or `"lanczos5"`, a string or a bare word (`method = nearest`); downsampling antialiases as jax's default does (`antialias = false` turns it off); `c` must be the input's channels; nearest by an integer factor is a copy, so no separate `upsample` |
 ///   | `SelfAttention(num_heads, qkv_features = f, out_features = f)` | `[s, f]` → `[s, out_features]` (no mask, no dropout) |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
