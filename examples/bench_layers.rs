@@ -28,6 +28,8 @@ use std::time::Instant;
 
 #[path = "bench/rnn.rs"]
 mod rnn;
+#[path = "bench/resize.rs"]
+mod resize_bench;
 
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
@@ -163,5 +165,8 @@ fn main() {
     }
     if run("LSTM") {
         rnn::bench(warmup.min(5), (steps / 10).max(1));
+    }
+    if run("RESIZE") {
+        resize_bench::bench(warmup.min(5), (steps / 10).max(1));
     }
 }
