@@ -65,6 +65,28 @@ type W2 = (
     ),
 );
 
+/// W2's stem, then the grouped, dilated and transposed convolutions of
+/// Flax's `Conv(feature_group_count, kernel_dilation)` and `ConvTranspose`:
+/// depthwise 3x3 -> relu -> Conv 64 3x3 dilated 2 -> relu -> ConvTranspose
+/// 16 3x3 stride 2 (14 -> 28) -> relu -> avg_pool 4/4 -> flatten -> Dense 10.
+/// The dilated conv does W2's Conv2 FLOPs, so their rates compare.
+type W3 = (
+    (Conv1, Relu, Pool1),
+    (
+        flaxen::runtime::layers::builder::ConvGeneral2D<32, 1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>,
+        Relu,
+        flaxen::runtime::layers::builder::ConvGeneral2D<32, 32, 64, 3, 3, 2, 2, 1, 1, 2, 2, 2, 2, 14, 14, 14, 14>,
+        Relu,
+    ),
+    (
+        flaxen::runtime::layers::builder::ConvTranspose2D<64, 16, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 14, 14, 28, 28>,
+        Relu,
+        AvgPool2D<16, 4, 4, 4, 4, 0, 0, 0, 0, 28, 28, 7, 7>,
+        Flatten2D<16, 7, 7, 784>,
+        Dense<784, 10>,
+    ),
+);
+
 /// Forward FLOPs (2 * MACs) of a conv layer on one sample.
 fn conv_flops(c: usize, o: usize, k: usize, oh: usize, ow: usize) -> f64 {
     2.0 * (c * o * k * oh * ow) as f64
@@ -162,6 +184,18 @@ fn main() {
     }
     if run("W2") {
         bench!("W2", W2, w2, warmup, steps / 3);
+    }
+    if run("W3") {
+        // A transposed conv's FLOPs are those of the conv it transposes:
+        // 2 * C * O * KH * KW per input position.
+        let w3 = train_flops(&[
+            conv1,
+            conv_flops(1, 32, 9, 14, 14),
+            conv_flops(32, 64, 9, 14, 14),
+            conv_flops(64, 16, 9, 14, 14),
+            dense_flops(784, 10),
+        ]);
+        bench!("W3", W3, w3, warmup, steps / 3);
     }
     if run("LSTM") {
         rnn::bench(warmup.min(5), (steps / 10).max(1));

@@ -67,6 +67,8 @@
 ///   | --- | --- |
 ///   | `Dense(features, use_bias = true)` | `[f]` → `[features]`, `[s, f]` → `[s, features]` |
 ///   | `Conv(features, kernel_size, strides = (1, 1), padding = SAME, use_bias = true)` | `[c, h, w]` → `[features, h', w']` |
+///   | `Conv(.., input_dilation = 1, kernel_dilation = 1, feature_group_count = 1, ..)` (Flax's positional order) | as `Conv`, `h'`, `w'` those of the dilated kernel `(k - 1) * d + 1`; `feature_group_count` divides `c` and `features` (depthwise when it is `c`) |
+///   | `ConvTranspose(features, kernel_size, strides = (1, 1), padding = SAME, kernel_dilation = 1, use_bias = true)` | `[c, h, w]` → `[features, h * sh, w * sw]` with SAME; VALID `h * sh + max(kh - sh, 0)`; explicit `(lo, hi)` pads the stride-dilated input, `(h - 1) * sh + 1 + lo + hi - kh + 1` |
 ///   | `avg_pool` / `max_pool(x, window_shape, strides = (1, 1), padding = VALID)` | `[c, h, w]` → `[c, h', w']` |
 ///   | `flatten(x)` | `[c, h, w]` → `[c*h*w]`, `[s, f]` → `[s*f]` |
 ///   | `reshape(x, (d1, ..))` | the same number of elements in 1 to 3 axes; one size may be `-1` (inferred); Flax's `x.reshape(..)` |

@@ -72,6 +72,25 @@ fn cuda_norm_and_activations_match_flax_f64() {
     norm_act::all_cases!(&Cuda::default(), f64);
 }
 
+#[path = "common/conv_ext.rs"]
+#[macro_use]
+mod conv_ext;
+
+/// Grouped, depthwise and dilated `Conv` and `ConvTranspose` against Flax
+/// (`tests/fixtures/flax_conv_ext.json`), as `tests/layers_conv_ext.rs` on
+/// Cpu: within 1e-4 in f32 and 1e-9 in f64, relative to `max(|flax|, 1)`.
+#[test]
+fn cuda_conv_ext_matches_flax_f32() {
+    all_grouped_dilated_cases!(&Cuda::default(), f32);
+    all_transpose_cases!(&Cuda::default(), f32);
+}
+
+#[test]
+fn cuda_conv_ext_matches_flax_f64() {
+    all_grouped_dilated_cases!(&Cuda::default(), f64);
+    all_transpose_cases!(&Cuda::default(), f64);
+}
+
 // ------------------------------------------------------- Cuda == Cpu kernels
 
 macro_rules! conv_cuda_vs_cpu {

@@ -100,7 +100,9 @@ macro_rules! gradcheck {
         layer.bias = dev.sample_normal();
         let x: Tensor<$x, f64, _> = dev.sample_normal();
         let r: Tensor<$y, f64, _> = dev.sample_normal();
-        let grads = (layer.forward(x.leaky_trace()) * r.clone()).sum().backward();
+        let grads = (layer.forward(x.leaky_trace()) * r.clone())
+            .sum()
+            .backward();
         let loss = |x: &[f64], w: &[f64], b: &[f64]| {
             let mut m = layer.clone();
             m.weight.copy_from(w);
@@ -142,7 +144,12 @@ fn grouped_conv_accepts_no_input_grad() {
     let dev = Cpu::seed_from_u64(2);
     let conv = dev.build_module::<L, f64>();
     let x: Tensor<Rank4<3, 4, 5, 5>, f64, _> = dev.sample_normal();
-    let dw0 = conv.forward(x.leaky_trace()).sum().backward().get(&conv.weight).as_vec();
+    let dw0 = conv
+        .forward(x.leaky_trace())
+        .sum()
+        .backward()
+        .get(&conv.weight)
+        .as_vec();
     let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
     assert_eq!(grads.get(&conv.weight).as_vec(), dw0);
 }

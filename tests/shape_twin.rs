@@ -8,7 +8,10 @@
 #[allow(dead_code)]
 mod macro_shape;
 
-use flaxen::runtime::layers::{conv_out_size, same_padding};
+use flaxen::runtime::layers::{
+    conv_out_size, conv_transpose_out_size, conv_transpose_same_padding,
+    conv_transpose_valid_padding, dilated_kernel, same_padding,
+};
 
 #[test]
 fn same_padding_agrees() {
@@ -59,6 +62,55 @@ fn windows_agree_with_the_runtime_geometry_check() {
                         conv_out_size(size, kernel, stride, w.pad_lo, w.pad_hi)
                     );
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn dilated_kernel_agrees() {
+    for kernel in 1..9 {
+        for dilation in 1..6 {
+            assert_eq!(
+                macro_shape::dilate(kernel, dilation),
+                Some(dilated_kernel(kernel, dilation)),
+                "kernel {kernel} dilation {dilation}"
+            );
+        }
+    }
+}
+
+#[test]
+fn transpose_sizes_agree() {
+    use macro_shape::{transpose_padding, transpose_window, AxisPad};
+    for kernel in 1..9 {
+        for stride in 1..5 {
+            let same = transpose_padding(kernel, stride, AxisPad::Same);
+            assert_eq!(same, conv_transpose_same_padding(kernel, stride));
+            let valid = transpose_padding(kernel, stride, AxisPad::Valid);
+            assert_eq!(valid, conv_transpose_valid_padding(kernel, stride));
+            for size in 1..20 {
+                for pad in [
+                    AxisPad::Same,
+                    AxisPad::Valid,
+                    AxisPad::Explicit(0, 0),
+                    AxisPad::Explicit(2, 1),
+                ] {
+                    let (lo, hi) = transpose_padding(kernel, stride, pad);
+                    let runtime = conv_transpose_out_size(size, kernel, stride, lo, hi);
+                    let out = transpose_window(size, kernel, stride, pad).map(|w| w.out);
+                    // The runtime says 0 where the kernel does not fit; the
+                    // macro reports an error there.
+                    assert_eq!(
+                        out.unwrap_or(0),
+                        runtime,
+                        "size {size} kernel {kernel} stride {stride} {pad:?}"
+                    );
+                }
+                assert_eq!(
+                    transpose_window(size, kernel, stride, AxisPad::Same).map(|w| w.out),
+                    Ok(size * stride)
+                );
             }
         }
     }

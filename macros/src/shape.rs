@@ -76,6 +76,82 @@ pub fn window(size: usize, kernel: usize, stride: usize, pad: AxisPad) -> Result
     }
 }
 
+/// The extent of a kernel of `kernel` cells dilated by `dilation`,
+/// `(kernel - 1) * dilation + 1` (the runtime's `dilated_kernel`); `None`
+/// on overflow.
+pub fn dilate(kernel: usize, dilation: usize) -> Option<usize> {
+    kernel.checked_sub(1)?.checked_mul(dilation)?.checked_add(1)
+}
+
+/// `jax.lax.conv_transpose`'s padding of the stride-dilated input for a
+/// kernel extent `kernel` (the runtime's `conv_transpose_same_padding` and
+/// `conv_transpose_valid_padding`); explicit padding is taken as it is.
+pub fn transpose_padding(kernel: usize, stride: usize, pad: AxisPad) -> (usize, usize) {
+    match pad {
+        AxisPad::Same => {
+            let total = kernel.saturating_add(stride).saturating_sub(2);
+            let lo = if stride.saturating_add(1) > kernel {
+                kernel.saturating_sub(1)
+            } else {
+                total.div_ceil(2)
+            };
+            (lo, total - lo)
+        }
+        AxisPad::Valid => (
+            kernel.saturating_sub(1),
+            stride
+                .saturating_sub(1)
+                .saturating_add(kernel.saturating_sub(stride)),
+        ),
+        AxisPad::Explicit(lo, hi) => (lo, hi),
+    }
+}
+
+/// Output size of a transposed convolution (the runtime's
+/// `conv_transpose_out_size`): `(size - 1) * stride + 1 + lo + hi - kernel
+/// + 1`, or `None` when that is not at least 1 (or overflows).
+pub fn transpose_out_size(
+    size: usize,
+    kernel: usize,
+    stride: usize,
+    lo: usize,
+    hi: usize,
+) -> Option<usize> {
+    if size == 0 || stride == 0 {
+        return None;
+    }
+    let padded = (size - 1)
+        .checked_mul(stride)?
+        .checked_add(1)?
+        .checked_add(lo)?
+        .checked_add(hi)?;
+    padded.checked_sub(kernel)?.checked_add(1)
+}
+
+/// The transposed window along one axis: its padding and output size;
+/// `Err(padded dilated size)` when the kernel does not fit.
+pub fn transpose_window(
+    size: usize,
+    kernel: usize,
+    stride: usize,
+    pad: AxisPad,
+) -> Result<Window, usize> {
+    let (lo, hi) = transpose_padding(kernel, stride, pad);
+    match transpose_out_size(size, kernel, stride, lo, hi) {
+        Some(out) => Ok(Window {
+            pad_lo: lo,
+            pad_hi: hi,
+            out,
+        }),
+        None => Err(size
+            .saturating_sub(1)
+            .saturating_mul(stride)
+            .saturating_add(1)
+            .saturating_add(lo)
+            .saturating_add(hi)),
+    }
+}
+
 /// The product of sizes, `None` on overflow.
 pub fn product(dims: &[usize]) -> Option<usize> {
     dims.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d))
@@ -130,6 +206,25 @@ mod tests {
         assert_eq!(window(5, 3, 2, AxisPad::Explicit(1, 1)).unwrap().out, 3);
         assert_eq!(window(3, 5, 1, AxisPad::Valid), Err(3));
         assert_eq!(window(3, 6, 1, AxisPad::Explicit(1, 1)), Err(5));
+    }
+
+    #[test]
+    fn dilation_and_transpose() {
+        assert_eq!(dilate(3, 2), Some(5));
+        assert_eq!(dilate(1, 7), Some(1));
+        assert_eq!(dilate(usize::MAX, 2), None);
+        assert_eq!(transpose_window(4, 3, 2, AxisPad::Same).unwrap().out, 8);
+        assert_eq!(transpose_window(4, 3, 2, AxisPad::Valid).unwrap().out, 9);
+        assert_eq!(transpose_window(3, 2, 3, AxisPad::Valid).unwrap().out, 9);
+        assert_eq!(
+            transpose_window(4, 3, 2, AxisPad::Explicit(1, 2))
+                .unwrap()
+                .out,
+            8
+        );
+        assert_eq!(transpose_window(1, 3, 1, AxisPad::Explicit(0, 1)), Err(2));
+        let _ = transpose_window(usize::MAX, usize::MAX, usize::MAX, AxisPad::Same);
+        let _ = transpose_window(usize::MAX, 1, usize::MAX, AxisPad::Explicit(usize::MAX, 1));
     }
 
     #[test]

@@ -34,6 +34,8 @@ vocabulary! {
         Dense => "Dense",
         /// `Conv(features, kernel_size)`
         Conv => "Conv",
+        /// `ConvTranspose(features, kernel_size)`
+        ConvTranspose => "ConvTranspose",
         /// `Dropout(rate)`
         Dropout => "Dropout",
         /// `BatchNorm()`
@@ -168,8 +170,7 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "attention is `SelfAttention(num_heads)` or, across two inputs, `MultiHeadDotProductAttention(num_heads)`",
             Some("MultiHeadDotProductAttention"),
         ),
-        "ConvTranspose"
-        | "LSTMCell"
+        "LSTMCell"
         | "GRUCell"
         | "SimpleCell"
         | "RNN"

@@ -9,6 +9,7 @@
 
 mod batch_norm;
 mod conv;
+mod conv_transpose;
 mod dense;
 mod dropout;
 mod embed;
@@ -35,6 +36,8 @@ pub enum Layer {
     Dense(dense::Dense),
     /// `Conv`
     Conv(conv::Conv),
+    /// `ConvTranspose`
+    ConvTranspose(conv_transpose::ConvTranspose),
     /// `BatchNorm`
     BatchNorm(batch_norm::BatchNorm),
     /// `LayerNorm`
@@ -82,6 +85,7 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
         LayerKind::Embed => one(Elem::Index),
         LayerKind::Dense
         | LayerKind::Conv
+        | LayerKind::ConvTranspose
         | LayerKind::Dropout
         | LayerKind::BatchNorm
         | LayerKind::LayerNorm
@@ -104,6 +108,7 @@ pub fn sig(kind: LayerKind) -> &'static Sig {
     match kind {
         LayerKind::Dense => &dense::SIG,
         LayerKind::Conv => &conv::SIG,
+        LayerKind::ConvTranspose => &conv_transpose::SIG,
         LayerKind::Dropout => &dropout::SIG,
         LayerKind::BatchNorm => &batch_norm::SIG,
         LayerKind::LayerNorm => &layer_norm::SIG,
@@ -122,6 +127,8 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
     match kind {
         LayerKind::Dense => dense::check(b, site, cx).map(|(l, s)| field((Layer::Dense(l), s))),
         LayerKind::Conv => conv::check(b, site, cx).map(|(l, s)| field((Layer::Conv(l), s))),
+        LayerKind::ConvTranspose => conv_transpose::check(b, site, cx)
+            .map(|(l, s)| field((Layer::ConvTranspose(l), s))),
         LayerKind::Dropout => dropout::check(b, site, cx).map(Checked::Op),
         LayerKind::BatchNorm => {
             batch_norm::check(b, site, cx).map(|(l, s)| field((Layer::BatchNorm(l), s)))
@@ -150,6 +157,7 @@ impl Layer {
         match self {
             Layer::Dense(l) => l.ty(),
             Layer::Conv(l) => l.ty(),
+            Layer::ConvTranspose(l) => l.ty(),
             Layer::BatchNorm(l) => l.ty(),
             Layer::LayerNorm(l) => l.ty(),
             Layer::RmsNorm(l) => l.ty(),
@@ -169,7 +177,11 @@ impl Layer {
             Layer::RmsNorm(l) => l.init(),
             Layer::GroupNorm(l) => l.init(),
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.init(),
-            Layer::Dense(_) | Layer::Conv(_) | Layer::Embed(_) | Layer::Nested(_) => Vec::new(),
+            Layer::Dense(_)
+            | Layer::Conv(_)
+            | Layer::ConvTranspose(_)
+            | Layer::Embed(_)
+            | Layer::Nested(_) => Vec::new(),
         }
     }
 
@@ -178,6 +190,7 @@ impl Layer {
         match self {
             Layer::Dense(l) => l.params(),
             Layer::Conv(l) => l.params(),
+            Layer::ConvTranspose(l) => l.params(),
             Layer::BatchNorm(l) => l.params(),
             Layer::LayerNorm(l) => l.params(),
             Layer::RmsNorm(l) => l.params(),
@@ -199,6 +212,7 @@ impl Layer {
         match self {
             Layer::Dense(l) => l.doc(),
             Layer::Conv(l) => l.doc(),
+            Layer::ConvTranspose(l) => l.doc(),
             Layer::BatchNorm(_) => "`BatchNorm`".into(),
             Layer::LayerNorm(_) => "`LayerNorm`".into(),
             Layer::RmsNorm(_) => "`RMSNorm`".into(),

@@ -414,7 +414,10 @@ mod tests {
     fn close(what: &str, a: &[f64], b: &[f64]) {
         assert_eq!(a.len(), b.len(), "{what}: length");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= 1e-11 * y.abs().max(1.0), "{what}[{i}]: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= 1e-11 * y.abs().max(1.0),
+                "{what}[{i}]: {x} vs {y}"
+            );
         }
     }
 

@@ -96,7 +96,10 @@ const fn transposed_window(
     assert!(sh >= 1 && sw >= 1, "strides must be at least 1");
     assert!(kh >= 1 && kw >= 1, "kernel sizes must be at least 1");
     assert!(dh >= 1 && dw >= 1, "kernel dilations must be at least 1");
-    assert!(h >= 1 && w >= 1, "input height and width must be at least 1");
+    assert!(
+        h >= 1 && w >= 1,
+        "input height and width must be at least 1"
+    );
     assert!(
         oh >= 1 && oh == conv_transpose_out_size(h, dilated_kernel(kh, dh), sh, pt, pb),
         "output height must be OH == (H - 1) * SH + 1 + PT + PB - ((KH - 1) * DH + 1) + 1, at least 1"
@@ -463,7 +466,10 @@ mod tests {
     fn close(what: &str, a: &[f64], b: &[f64]) {
         assert_eq!(a.len(), b.len(), "{what}: length");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= 1e-11 * y.abs().max(1.0), "{what}[{i}]: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= 1e-11 * y.abs().max(1.0),
+                "{what}[{i}]: {x} vs {y}"
+            );
         }
     }
 

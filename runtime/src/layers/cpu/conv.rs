@@ -303,6 +303,28 @@ mod tests {
         }
     }
 
+    fn dilated(
+        c: usize,
+        kernel: [usize; 2],
+        d: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 4],
+        hw: [usize; 2],
+    ) -> ConvGeometry {
+        let (eh, ew) = (
+            crate::layers::dilated_kernel(kernel[0], d[0]),
+            crate::layers::dilated_kernel(kernel[1], d[1]),
+        );
+        let oh = crate::layers::conv_out_size(hw[0], eh, s[0], p[0], p[1]);
+        let ow = crate::layers::conv_out_size(hw[1], ew, s[1], p[2], p[3]);
+        ConvGeometry {
+            c,
+            o: 1,
+            win: Window2D::checked_dilated(kernel, d, s, p, hw, [oh, ow]),
+            groups: 1,
+        }
+    }
+
     /// im2col by definition, to check the fast one against.
     fn im2col_naive(g: &ConvGeometry, x: &[f64]) -> Vec<f64> {
         let w = &g.win;
@@ -312,8 +334,8 @@ mod tests {
                 for kj in 0..w.kw {
                     for oy in 0..w.oh {
                         for ox in 0..w.ow {
-                            let iy = (oy * w.sh + ki) as isize - w.pt as isize;
-                            let ix = (ox * w.sw + kj) as isize - w.pl as isize;
+                            let iy = (oy * w.sh + ki * w.dh) as isize - w.pt as isize;
+                            let ix = (ox * w.sw + kj * w.dw) as isize - w.pl as isize;
                             let inside =
                                 iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
                             out.push(if inside {
@@ -336,6 +358,8 @@ mod tests {
             geom(1, [2, 3], [2, 2], [0, 1, 2, 0], [6, 7]),
             geom(3, [3, 2], [2, 3], [2, 2, 1, 1], [4, 5]),
             geom(1, [5, 5], [2, 2], [0, 0, 0, 0], [9, 9]),
+            dilated(2, [3, 2], [2, 3], [1, 2], [2, 1, 0, 3], [7, 8]),
+            dilated(1, [2, 3], [3, 1], [2, 2], [0, 0, 1, 1], [6, 5]),
         ];
         for g in cases {
             let n = g.c * g.win.in_plane();

@@ -20,7 +20,11 @@ use crate::layers::{ConvGeometry, Window2D};
 fn span(n: usize, s: usize, off: isize, out: usize) -> (usize, usize) {
     let (s, out) = (s as isize, out as isize);
     let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
-    let hi = if out <= off { 0 } else { (out - off + s - 1) / s };
+    let hi = if out <= off {
+        0
+    } else {
+        (out - off + s - 1) / s
+    };
     let hi = hi.clamp(0, n as isize) as usize;
     (lo.clamp(0, hi as isize) as usize, hi)
 }
@@ -85,7 +89,12 @@ fn forward<E: Elem>(
             for (i, yb) in yc.chunks_exact_mut(out_len).enumerate() {
                 let xb = &x[(t * per + i) * chw..][..chw];
                 let lhs = Mat::transposed(wp, rows, geom.c);
-                matmul(MatMut::rows(&mut cols, rows, hw), false, lhs, Mat::rows(xb, geom.c, hw));
+                matmul(
+                    MatMut::rows(&mut cols, rows, hw),
+                    false,
+                    lhs,
+                    Mat::rows(xb, geom.c, hw),
+                );
                 for (ch, plane) in yb.chunks_exact_mut(ohw).enumerate() {
                     plane.fill(bias.map_or(E::zero(), |b| b[ch]));
                 }
@@ -137,9 +146,19 @@ fn backward<E: Elem>(
                 });
                 let xb = &x[b * chw..][..chw];
                 let dwm = MatMut::rows(&mut dw, geom.c, rows);
-                matmul(dwm, true, Mat::rows(xb, geom.c, hw), Mat::transposed(&dcols, hw, rows));
+                matmul(
+                    dwm,
+                    true,
+                    Mat::rows(xb, geom.c, hw),
+                    Mat::transposed(&dcols, hw, rows),
+                );
                 let dxm = MatMut::rows(dxb, geom.c, hw);
-                matmul(dxm, true, Mat::rows(wp, geom.c, rows), Mat::rows(&dcols, rows, hw));
+                matmul(
+                    dxm,
+                    true,
+                    Mat::rows(wp, geom.c, rows),
+                    Mat::rows(&dcols, rows, hw),
+                );
                 for (acc, plane) in db.iter_mut().zip(dyb.chunks_exact(ohw)) {
                     *acc += plane.iter().fold(E::zero(), |s, &v| s + v);
                 }
@@ -200,7 +219,10 @@ pub(in crate::layers) fn conv_transpose2d<
             let dx = grads.get_or_alloc_mut(&x_ghost)?;
             let with_bias = b_ghost.is_some();
             let (dwp, db) = backward(&geom, batch, &xs, &wp, &dy, dx, with_bias);
-            add_into(grads.get_or_alloc_mut(&w_ghost)?, &permute(&geom, &dwp, true));
+            add_into(
+                grads.get_or_alloc_mut(&w_ghost)?,
+                &permute(&geom, &dwp, true),
+            );
             if let Some(b_ghost) = &b_ghost {
                 add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
             }

@@ -1,0 +1,12 @@
+use flaxen::prelude::*;
+
+pub struct Net;
+
+#[compact]
+impl Net {
+    fn forward(x: Input<4, 8, 8>) {
+        Conv(features = 6, kernel_size = (3, 3), feature_group_count = 4)(x)
+    }
+}
+
+fn main() {}
