@@ -75,7 +75,15 @@
 ///   | `mean` / `sum(x, axis = -1)`, `axis = (-2, -1)` | those axes removed (`mean(x, axis = (-2, -1))` is global average pooling); at least one axis stays |
 ///   | `concatenate((x, y, ..), axis = -k)` (or `[x, y, ..]`) | equal shapes but for axis `-k`, whose sizes add up |
 ///   | `resize(x, (c, h2, w2), method = "nearest", antialias = true)` | `[c, h, w]` → `[c, h2, w2]`: `jax.image.resize` (half-pixel centres); `method` is `"nearest"`, `"linear"` (`"bilinear"`), `"cubic"` (`"bicubic"`), `"lanczos3"` or `"lanczos5"`, a string or a bare word (`method = nearest`); downsampling antialiases as jax's default does (`antialias = false` turns it off); `c` must be the input's channels; nearest by an integer factor is a copy, so no separate `upsample` |
-///   | `SelfAttention(num_heads, qkv_features = f, out_features = f)` | `[s, f]` → `[s, out_features]` (no mask, no dropout) |
+///   | `SelfAttention(num_heads, qkv_features = f, out_features = f, dropout_rate = 0.0)(x, mask = m)` | `[s, f]` → `[s, out_features]`; `m` a `[s, s]` mask (optional); attention dropout in `forward_mut` only, one keep-mask shared by batch and heads (Flax's `broadcast_dropout`) |
+///   | `MultiHeadDotProductAttention(num_heads, qkv_features = fq, out_features = fq, dropout_rate = 0.0)(q, kv, mask = m)` | `[q, fq]` and `[k, fkv]` → `[q, out_features]`; `kv` defaults to `q`; `m` a `[q, k]` mask |
+///   | `Embed(num_embeddings, features)` | token ids `[s]` → `[s, features]`; an id of `num_embeddings` or more makes the call return `Err` |
+///   | `make_causal_mask(x)` | `[s]` or `[s, f]` → mask `[s, s]`, query `i` sees keys `0..=i` |
+///   | `make_attention_mask(q_tokens, k_tokens)` | ids `[q]`, `[k]` → mask `[q, k]`, true where both ids are non-zero (Flax's `make_attention_mask(q > 0, k > 0)`) |
+///   | `combine_masks(a, b)` | masks of one shape → true where both are |
+///   | `RNN(LSTMCell(features), return_carry = false, reverse = false, keep_order = false)` (also `GRUCell`, `SimpleCell`) | `[s, f]` → `[s, features]`, or the final hidden state `[features]` with `return_carry` (Flax returns it beside the outputs); the parameters are the cell's, under its name (`lstm_cell_0.ii.weight`), as in Flax |
+///   | `x[i]`, `x[-1]` | `[s, ..]` → `[..]`: element `i` of the first axis (the CLS token, the last step) |
+///   | `swapaxes(x, a, b)` | axes `a` and `b` (counted from the end) exchanged |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |
@@ -126,6 +134,40 @@
 /// assert_eq!(m.num_trainable_params(), 16 * 32 * 9 + 32 * 32 * 9 * 3 + 16 * 32 + 5 * 64);
 /// let y: Tensor<Rank4<2, 32, 8, 8>, f32, _> = m.forward(dev.sample_normal::<Rank4<2, 16, 16, 16>>());
 /// ```
+///
+/// # Several inputs: token ids and masks
+///
+/// `fn forward(x: Input<..>, ..)` may declare several inputs, each `Input<..>`
+/// (floats), `Tokens<s>` (token ids, `usize`) or `Mask<q, k>` (`bool`, true
+/// where a query may look at a key); the module then takes a tuple in
+/// declaration order, `model.forward((x, mask))`. The gradient tape rides on
+/// the first input (dfdx's convention), which is therefore data, not a mask;
+/// the other float and token inputs get a tape of their own inside the
+/// model, so the layers that read them record their parameters' gradients.
+///
+/// ```
+/// use flaxen::prelude::*;
+///
+/// pub struct Classifier;
+///
+/// #[compact]
+/// impl Classifier {
+///     fn forward(tokens: Tokens<16>) {
+///         let mask = make_attention_mask(tokens, tokens);
+///         let x = Embed(num_embeddings = 1000, features = 64)(tokens);
+///         let x = SelfAttention(num_heads = 4)(x, mask = mask);
+///         Dense(2)(x[0]) // the CLS token
+///     }
+/// }
+///
+/// let dev: Cpu = Default::default();
+/// let m = dev.build_module::<Classifier, f32>();
+/// let tokens: Tensor<Rank2<2, 16>, usize, _> = dev.zeros();
+/// let _: Tensor<Rank2<2, 2>, f32, _> = m.forward(tokens);
+/// ```
+///
+/// A nested model with several inputs is called with them positionally,
+/// `Block(..)(x, mask)`.
 ///
 /// # Nested models
 ///
@@ -223,7 +265,9 @@
 /// with `use_bias = false`, all with fast CPU kernels and Flax's
 /// initialisers, `BatchNorm` → `layers::BatchNorm` with Flax's running
 /// statistics, `RMSNorm` → `layers::RmsNorm`, `GroupNorm` →
-/// `layers::GroupNorm`, `SelfAttention` → `layers::SelfAttention`) and
+/// `layers::GroupNorm`, `SelfAttention` and `MultiHeadDotProductAttention` →
+/// `layers::MultiHeadAttention`, `Embed` → `layers::Embed`, the masks →
+/// `layers::{CausalMask, AttentionMask, CombineMasks}`) and
 /// dfdx's modules otherwise (`Dropout`, `LayerNorm` →
 /// `LayerNorm1D`, which already match Flax).
 ///

@@ -59,6 +59,26 @@ fn cuda_pool_matches_flax_f64() {
 #[path = "common/norm_act.rs"]
 mod norm_act;
 
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "common/compact_v2.rs"]
+mod compact_v2;
+
+#[path = "common/attention_flax.rs"]
+mod attention_flax;
+
+// Token ids, masks, Embed, masked self- and cross-attention against Flax.
+#[test]
+fn cuda_attention_models_match_flax_f32() {
+    attention_flax::classifier_case!(&Cuda::default(), f32);
+    attention_flax::decoder_case!(&Cuda::default(), f32);
+}
+
+#[test]
+fn cuda_attention_models_match_flax_f64() {
+    attention_flax::classifier_case!(&Cuda::default(), f64);
+    attention_flax::decoder_case!(&Cuda::default(), f64);
+}
+
 /// BatchNorm, LayerNorm and the activations against Flax, through
 /// `#[compact]` models, as `tests/layers_norm_act.rs` on Cpu (same
 /// tolerances: see `tests/common/norm_act.rs`).

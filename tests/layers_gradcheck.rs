@@ -7,32 +7,10 @@
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, conv_out_size, AvgPool2D, MaxPool2D};
 
-const EPS: f64 = 1e-5;
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
 
-fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
-    let mut v = at.to_vec();
-    (0..v.len())
-        .map(|i| {
-            let orig = v[i];
-            v[i] = orig + EPS;
-            let hi = f(&v);
-            v[i] = orig - EPS;
-            let lo = f(&v);
-            v[i] = orig;
-            (hi - lo) / (2.0 * EPS)
-        })
-        .collect()
-}
-
-fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
-    assert_eq!(analytic.len(), numeric.len());
-    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
-        assert!(
-            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
-            "{what}[{i}]: analytic {a}, numeric {n}"
-        );
-    }
-}
+use gradcheck::{assert_grad, numeric_grad};
 
 // Conv: 2 -> 3 channels, 3x2 kernel, strides (2, 2), padding top 1, bottom 0,
 // left 2, right 1, on 7x6 inputs.

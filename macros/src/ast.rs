@@ -3,7 +3,7 @@
 //! underlines a whole range on stable Rust, where one joined `Span` is not
 //! available).
 
-use crate::symbol::{LayerKind, OpKind};
+use crate::symbol::{CellKind, LayerKind, OpKind};
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 
@@ -230,6 +230,8 @@ pub enum Callee {
     Op(OpKind),
     /// Another `#[compact]` model (`Block(features = 64)(x)`).
     Nested(syn::Path),
+    /// A recurrent cell, the argument of `RNN(..)` (`LSTMCell(64)`).
+    Cell(CellKind),
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

@@ -52,6 +52,8 @@ vocabulary! {
         MultiHeadDotProductAttention => "MultiHeadDotProductAttention",
         /// `Embed(num_embeddings, features)`
         Embed => "Embed",
+        /// `RNN(LSTMCell(features))`
+        Rnn => "RNN",
     }
 }
 
@@ -121,6 +123,18 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// Recurrent cells, the argument of `RNN(..)`.
+    pub enum CellKind {
+        /// `LSTMCell(features)`
+        LstmCell => "LSTMCell",
+        /// `GRUCell(features)`
+        GruCell => "GRUCell",
+        /// `SimpleCell(features)`
+        SimpleCell => "SimpleCell",
+    }
+}
+
 /// Names from Flax, PyTorch and Keras that are not flaxen words, with what
 /// to write instead; `None` when flaxen has no counterpart yet.
 pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
@@ -170,11 +184,11 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "attention is `SelfAttention(num_heads)` or, across two inputs, `MultiHeadDotProductAttention(num_heads)`",
             Some("MultiHeadDotProductAttention"),
         ),
-        "LSTMCell"
-        | "GRUCell"
-        | "SimpleCell"
-        | "RNN"
-        | "Bidirectional"
+        "LSTM" | "GRU" | "Lstm" | "Gru" => (
+            "a recurrent layer is `RNN(LSTMCell(features))(x)` (or `GRUCell`, `SimpleCell`) on `[seq, features]`",
+            Some("RNN"),
+        ),
+        "Bidirectional"
         | "Einsum"
         | "InstanceNorm"
         | "SpectralNorm"
@@ -213,12 +227,16 @@ pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
 
 /// The vocabulary word nearest to `word`: a layer or an op.
 pub fn nearest_word(word: &str) -> Option<&'static str> {
-    nearest(word, LayerKind::NAMES).or_else(|| nearest(word, OpKind::NAMES))
+    nearest(word, LayerKind::NAMES)
+        .or_else(|| nearest(word, OpKind::NAMES))
+        .or_else(|| nearest(word, CellKind::NAMES))
 }
 
 /// How a vocabulary word is called: `` `Dense(..)(x)` `` or `` `relu(x)` ``.
 pub fn call_form(word: &str) -> String {
-    if LayerKind::from_name(word).is_some() {
+    if CellKind::from_name(word).is_some() {
+        format!("`RNN({word}(..))(x)`")
+    } else if LayerKind::from_name(word).is_some() {
         format!("`{word}(..)(x)`")
     } else {
         format!("`{word}(x)`")

@@ -28,6 +28,8 @@ pub enum Val {
     Tuple(Vec<Val>),
     /// `x.shape`: a per-example shape, indexed from the end.
     Shape(Vec<usize>),
+    /// A recurrent cell and its features (`LSTMCell(64)`), for `RNN`.
+    Cell(crate::symbol::CellKind, usize),
     /// The value of an expression that failed (already reported).
     Poison,
 }
@@ -43,6 +45,7 @@ impl Val {
             Val::Str(_) => "a string",
             Val::Word(_) => "a bare name",
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
+            Val::Cell(..) => "a cell",
             Val::Poison => "an invalid value",
         }
     }
@@ -139,6 +142,17 @@ impl ArgVal {
             val,
             tokens,
             parts: Vec::new(),
+        }
+    }
+
+    /// A recurrent cell (`LSTMCell(64)`).
+    pub fn cell(&self) -> Result<(crate::symbol::CellKind, usize)> {
+        match &self.val {
+            Val::Cell(k, f) => Ok((*k, *f)),
+            other => Err(self.err(format!(
+                "`RNN` runs a cell, `RNN(LSTMCell(features = 64))`, `GRUCell` or `SimpleCell`, not {}",
+                other.describe()
+            ))),
         }
     }
 

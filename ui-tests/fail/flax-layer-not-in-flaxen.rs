@@ -5,7 +5,7 @@ pub struct Classifier;
 #[compact]
 impl Classifier {
     fn forward(x: Input<16>) {
-        let x = Embed(num_embeddings = 1000, features = 32)(x);
+        let x = InstanceNorm()(x);
         Dense(2)(flatten(x))
     }
 }

@@ -34,6 +34,15 @@ impl Checker<'_> {
             Callee::Layer(kind) => self.layer(*kind, args, inputs.unwrap_or_default(), tokens),
             Callee::Op(kind) => self.op(*kind, args, tokens),
             Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
+            Callee::Cell(kind) => {
+                // `LSTMCell(64)`: a value for `RNN`, named and built there.
+                let vals = self.eval_args(args);
+                let bound = args::bind(kind.name(), layers::cell_sig(), &vals, tokens, &mut self.cx);
+                match bound.req(&mut self.cx, "features", |a| a.positive("`features`")) {
+                    Some(f) => Val::Cell(*kind, f),
+                    None => Val::Poison,
+                }
+            }
         }
     }
 
@@ -76,12 +85,15 @@ impl Checker<'_> {
             }
         }
         if pos.len() < spec.min || pos.len() > spec.max {
-            let want = match (spec.min, spec.max) {
-                (1, 1) => format!("exactly one input: `{what}(..)(x)`"),
-                (a, b) if a == b => format!("{a} inputs, as its `fn forward` declares"),
-                (a, b) => format!("{a} to {b} inputs"),
+            let mask_given = spec.mask
+                && pos.iter().skip(spec.max).any(|(a, _)| matches!(a.val, Val::Tensor(i) if self.elem(i) == Elem::Bool));
+            let msg = match (spec.min, spec.max) {
+                _ if mask_given => format!("`{what}` takes its mask by name: `{what}(..)(x, mask = m)`"),
+                (1, 1) => format!("`{what}` is applied to exactly one input: `{what}(..)(x)`"),
+                (a, b) if a == b => format!("`{what}` is applied to {a} inputs, as its `fn forward` declares, but is given {}", pos.len()),
+                (a, b) => format!("`{what}` is applied to {a} to {b} inputs, but is given {}", pos.len()),
             };
-            self.cx.error_at(tokens, format!("`{what}` is applied to {want}"));
+            self.cx.error_at(tokens, msg);
             return None;
         }
         let mut out = Applied { pos: Vec::new(), mask: None };
@@ -152,7 +164,7 @@ impl Checker<'_> {
         // is evaluated: `Dense(2)(Dense(3)(x))` has the outer one first.
         let name = match kind {
             LayerKind::Dropout => None,
-            _ => Some(self.field_name(&symbol::snake(kind.name()), bound.get("name"), tokens)),
+            _ => Some(self.field_name(&layers::base_name(kind, &bound), bound.get("name"), tokens)),
         };
         let spec = layers::inputs(kind);
         let Some(applied) = self.applied(kind.name(), inputs, &spec, tokens) else {

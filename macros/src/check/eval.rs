@@ -518,8 +518,10 @@ impl Checker<'_> {
                 )
             }
             (l @ Val::Tensor(_), r) | (l, r @ Val::Tensor(_)) => {
-                let _ = (l, r);
-                let msg = if op.is_arithmetic() || op == BinOp::Rem {
+                let ids = [&l, &r].iter().any(|v| matches!(v, Val::Tensor(t) if self.elem(*t) == Elem::Index));
+                let msg = if ids && !op.is_arithmetic() {
+                    format!("`{sym}` on token ids cannot be decided when the macro expands\nhelp: Flax's `make_attention_mask(tokens > 0, tokens > 0)` is `make_attention_mask(tokens, tokens)` here: it takes the ids themselves, and id 0 is padding")
+                } else if op.is_arithmetic() || op == BinOp::Rem {
                     format!(
                         "`{sym}` works on two tensors of the same shape or a tensor and a number"
                     )

@@ -18,6 +18,7 @@ mod layer_norm;
 mod multi_head_attention;
 mod nested;
 mod rms_norm;
+mod rnn;
 mod self_attention;
 
 use crate::args::{Bound, Sig};
@@ -52,6 +53,8 @@ pub enum Layer {
     MultiHeadAttention(multi_head_attention::Attention),
     /// `Embed`
     Embed(embed::Embed),
+    /// `RNN`
+    Rnn(rnn::Rnn),
     /// Another `#[compact]` model, instantiated for this call.
     Nested(Nested),
 }
@@ -83,6 +86,7 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
         LayerKind::SelfAttention => InputSpec { min: 1, max: 1, mask: true, elems: vec![Elem::Float] },
         LayerKind::MultiHeadDotProductAttention => InputSpec { min: 1, max: 2, mask: true, elems: vec![Elem::Float, Elem::Float] },
         LayerKind::Embed => one(Elem::Index),
+        LayerKind::Rnn => one(Elem::Float),
         LayerKind::Dense
         | LayerKind::Conv
         | LayerKind::ConvTranspose
@@ -103,6 +107,20 @@ pub fn arrange(kind: LayerKind, pos: &[usize], mask: Option<usize>) -> Vec<usize
     }
 }
 
+/// The stem of a layer's automatic field name: Flax's class name,
+/// snake-cased (`dense`), or for `RNN` its cell's (`lstm_cell`).
+pub fn base_name(kind: LayerKind, b: &Bound) -> String {
+    match kind {
+        LayerKind::Rnn => rnn::base_name(b).unwrap_or_else(|| crate::symbol::snake(kind.name())),
+        _ => crate::symbol::snake(kind.name()),
+    }
+}
+
+/// The signature of a recurrent cell.
+pub fn cell_sig() -> &'static Sig {
+    &rnn::CELL
+}
+
 /// The signature of a built-in layer.
 pub fn sig(kind: LayerKind) -> &'static Sig {
     match kind {
@@ -117,6 +135,7 @@ pub fn sig(kind: LayerKind) -> &'static Sig {
         LayerKind::SelfAttention => &self_attention::SIG,
         LayerKind::MultiHeadDotProductAttention => &multi_head_attention::SIG,
         LayerKind::Embed => &embed::SIG,
+        LayerKind::Rnn => &rnn::SIG,
     }
 }
 
@@ -148,6 +167,7 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
         LayerKind::MultiHeadDotProductAttention => multi_head_attention::check(kind.name(), b, site, cx)
             .map(|(l, s)| field((Layer::MultiHeadAttention(l), s))),
         LayerKind::Embed => embed::check(b, site, cx).map(|(l, s)| field((Layer::Embed(l), s))),
+        LayerKind::Rnn => rnn::check(b, site, cx).map(|(l, s)| field((Layer::Rnn(l), s))),
     }
 }
 
@@ -164,6 +184,7 @@ impl Layer {
             Layer::GroupNorm(l) => l.ty(),
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.ty(),
             Layer::Embed(l) => l.ty(),
+            Layer::Rnn(l) => l.ty(),
             Layer::Nested(l) => l.ty(),
         }
     }
@@ -181,6 +202,7 @@ impl Layer {
             | Layer::Conv(_)
             | Layer::ConvTranspose(_)
             | Layer::Embed(_)
+            | Layer::Rnn(_)
             | Layer::Nested(_) => Vec::new(),
         }
     }
@@ -197,6 +219,7 @@ impl Layer {
             Layer::GroupNorm(l) => l.params(),
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.params(),
             Layer::Embed(l) => l.params(),
+            Layer::Rnn(l) => l.params(),
             Layer::Nested(l) => l.params,
         }
     }
@@ -220,6 +243,7 @@ impl Layer {
             Layer::SelfAttention(l) => l.doc("SelfAttention"),
             Layer::MultiHeadAttention(l) => l.doc("MultiHeadDotProductAttention"),
             Layer::Embed(l) => l.doc(),
+            Layer::Rnn(l) => l.doc(),
             Layer::Nested(l) => format!("`{}`", l.path),
         }
     }

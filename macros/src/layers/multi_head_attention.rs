@@ -54,7 +54,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
         }
     }
     let (heads, qkv, out, dropout) = (heads?, qkv?, out?, dropout?);
-    if qkv % heads != 0 {
+    if !qkv.is_multiple_of(heads) {
         cx.error_at(site.call, format!("`{what}` splits its {qkv} qkv features into {heads} heads, which needs {qkv} divisible by {heads}"));
         return None;
     }

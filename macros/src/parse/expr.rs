@@ -2,7 +2,7 @@
 
 use crate::ast::{Arg, Arm, BinOp, Block, Callee, Expr, Lit, Stmt, UnOp};
 use crate::ctxt::Ctxt;
-use crate::symbol::{self, LayerKind, OpKind};
+use crate::symbol::{self, CellKind, LayerKind, OpKind};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{Error, Result};
@@ -406,6 +406,14 @@ fn callee(path: &syn::Path, applied: bool) -> Callee {
             false => Callee::Unknown(format!(
                 "a layer or model is built, then applied to its input: `{}(..)(x)`",
                 compact(&path.to_token_stream())
+            )),
+        };
+    }
+    if let Some(cell) = CellKind::from_name(&last) {
+        return match applied {
+            false => Callee::Cell(cell),
+            true => Callee::Unknown(format!(
+                "a cell runs over a sequence inside `RNN`: `RNN({last}(features = 64))(x)`"
             )),
         };
     }

@@ -106,6 +106,9 @@ pub struct MultiHeadAttention<
 pub type SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize, E, D> =
     MultiHeadAttention<F, F, QKV, H, OUT, E, D>;
 
+/// The output of attention: `[batch, Q, OUT]` on the queries' tape.
+type Attended<B, Q, const OUT: usize, E, D, T> = Tensor<(B, Q, Const<OUT>), E, D, T>;
+
 macro_rules! attention_generics {
     ($($rest:tt)*) => {
         impl<
@@ -162,16 +165,13 @@ attention_generics! { E: Dtype, D: Storage<E>> MultiHeadAttention<FQ, FKV, QKV, 
 attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
     /// The forward pass: `train` drops attention weights (when the rate is
     /// above 0 and `q` carries a tape).
-    fn attend<B: Dim, Q: Dim, K: Dim, T: Tape<E, D>, Tk: Tape<E, D>>(
+    fn attend<B: Dim, Q: Dim, K: Dim, T: Tape<E, D> + Merge<Tk>, Tk: Tape<E, D>>(
         &self,
         q_in: Tensor<(B, Q, Const<FQ>), E, D, T>,
         kv_in: Tensor<(B, K, Const<FKV>), E, D, Tk>,
         mask: Option<Tensor<(B, Q, K), bool, D>>,
         train: bool,
-    ) -> Result<Tensor<(B, Q, Const<OUT>), E, D, T>, D::Err>
-    where
-        T: Merge<Tk>,
-    {
+    ) -> Result<Attended<B, Q, OUT, E, D, T>, D::Err> {
         let (b, nq, _) = *q_in.shape();
         let nk = kv_in.shape().1;
         let dh = Self::HEAD_FEATURES;

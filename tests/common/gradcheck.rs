@@ -1,0 +1,33 @@
+//! Finite differences (f64, central, step `1e-5`) and the tolerance the
+//! gradient checks hold analytic gradients to: `|analytic - numeric| <=
+//! 1e-6 * max(|numeric|, 1)`. Include with
+//! `#[path = "common/gradcheck.rs"] mod gradcheck;`.
+#![allow(dead_code)]
+
+const EPS: f64 = 1e-5;
+
+pub fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
+    let mut v = at.to_vec();
+    (0..v.len())
+        .map(|i| {
+            let orig = v[i];
+            v[i] = orig + EPS;
+            let hi = f(&v);
+            v[i] = orig - EPS;
+            let lo = f(&v);
+            v[i] = orig;
+            (hi - lo) / (2.0 * EPS)
+        })
+        .collect()
+}
+
+pub fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
+    assert_eq!(analytic.len(), numeric.len());
+    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
+        assert!(
+            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
+            "{what}[{i}]: analytic {a}, numeric {n}"
+        );
+    }
+}
+

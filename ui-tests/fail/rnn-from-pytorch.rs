@@ -1,0 +1,13 @@
+use flaxen::prelude::*;
+
+pub struct Seq;
+
+#[compact]
+impl Seq {
+    fn forward(x: Input<28, 28>) {
+        let h = LSTM(64)(x);
+        Dense(10)(flatten(h))
+    }
+}
+
+fn main() {}
