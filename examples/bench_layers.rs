@@ -30,6 +30,8 @@ use std::time::Instant;
 mod rnn;
 #[path = "bench/resize.rs"]
 mod resize_bench;
+#[path = "bench/attention.rs"]
+mod text;
 
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
@@ -185,6 +187,15 @@ fn main() {
     if run("W2") {
         bench!("W2", W2, w2, warmup, steps / 3);
     }
+    if run("LSTM") {
+        rnn::bench(warmup.min(5), (steps / 10).max(1));
+    }
+    if run("TEXT") {
+        text::bench(warmup.min(3), (steps / 20).max(1));
+    }
+    if run("RESIZE") {
+        resize_bench::bench(warmup.min(5), (steps / 10).max(1));
+    }
     if run("W3") {
         // A transposed conv's FLOPs are those of the conv it transposes:
         // 2 * C * O * KH * KW per input position.
@@ -196,11 +207,5 @@ fn main() {
             dense_flops(784, 10),
         ]);
         bench!("W3", W3, w3, warmup, steps / 3);
-    }
-    if run("LSTM") {
-        rnn::bench(warmup.min(5), (steps / 10).max(1));
-    }
-    if run("RESIZE") {
-        resize_bench::bench(warmup.min(5), (steps / 10).max(1));
     }
 }
