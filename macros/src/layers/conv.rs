@@ -76,14 +76,14 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Conv, Vec<usize>)
     let channels = site.shape[0];
     if groups != 1 {
         let at = arg_or_call(b, site, "feature_group_count");
-        if channels % groups != 0 {
+        if !channels.is_multiple_of(groups) {
             cx.error_at(at, format!(
                 "`feature_group_count = {groups}` must divide the input's channels, but {} has {channels} channels (shape {})\nhelp: the groups split the channels evenly; depthwise is `feature_group_count = {channels}`",
                 site.input, show(site.shape)
             ));
             return None;
         }
-        if features % groups != 0 {
+        if !features.is_multiple_of(groups) {
             cx.error_at(at, format!(
                 "`feature_group_count = {groups}` must divide `features = {features}`: each group makes `features / feature_group_count` of them\nhelp: use a multiple of {groups} for `features`"
             ));

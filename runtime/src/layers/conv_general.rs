@@ -105,8 +105,8 @@ pub mod builder {
 /// Tensors: `weight`, `(O, I, KH, KW)` (Flax's HWIO kernel of shape `(KH,
 /// KW, C / groups, O)` transposed), and `bias`, `(O,)`. Output channel `j`
 /// belongs to group `j / (O / groups)` and reads that group's `I` input
-/// channels. Initialisation is Flax's: `lecun_normal` with `fan_in = I * KH
-/// * KW` (the per-group fan-in, as Flax computes it from the kernel's shape)
+/// channels. Initialisation is Flax's: `lecun_normal` with fan-in `I * KH *
+/// KW` (the per-group fan-in, as Flax computes it from the kernel's shape)
 /// and zeros for the bias.
 ///
 /// ```
@@ -226,9 +226,9 @@ general_generics! {
     /// Building and calling the layer name it.
     pub const GEOMETRY: ConvGeometry = {
         assert!(C >= 1 && I >= 1, "ConvGeneral2D needs at least one input channel (C >= 1, I >= 1)");
-        assert!(C % I == 0, "I (input channels per group) must divide C (input channels)");
+        assert!(C.is_multiple_of(I), "I (input channels per group) must divide C (input channels)");
         assert!(O >= 1, "ConvGeneral2D needs at least one feature (O >= 1)");
-        assert!(O % (C / I) == 0, "the group count C / I must divide O (features)");
+        assert!(O.is_multiple_of(C / I), "the group count C / I must divide O (features)");
         ConvGeometry {
             c: C,
             o: O,
