@@ -55,7 +55,7 @@ pub const fn conv_transpose_valid_padding(kernel: usize, stride: usize) -> (usiz
 ///
 /// ```
 /// use flaxen_runtime::layers::conv_transpose_out_size;
-/// assert_eq!(conv_transpose_out_size(4, 3, 2, 1, 2), 9);
+/// assert_eq!(conv_transpose_out_size(4, 3, 2, 1, 2), 8);
 /// assert_eq!(conv_transpose_out_size(1, 3, 1, 0, 0), 0);
 /// ```
 pub const fn conv_transpose_out_size(
