@@ -45,7 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let dev = Dev::seed_from_u64(args.seed);
     let (train, test) = flaxen::runtime::data::digits::load()?;
-    let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> = Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
+    let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> =
+        Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
     let mut state: State = TrainState::create(dev.build_module::<AutoEncoder, f32>(), adam(3e-3))
         .map_err(|e| format!("device error: {e:?}"))?;
     for epoch in 1..=args.epochs {
@@ -58,7 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     mse(y, x)
                 })
                 .map_err(|e| format!("device error: {e:?}"))?;
-            state.apply_gradients(grads).map_err(|e| format!("device error: {e:?}"))?;
+            state
+                .apply_gradients(grads)
+                .map_err(|e| format!("device error: {e:?}"))?;
             losses.add_loss(&loss);
         }
         // Reconstruction error on the test digits.

@@ -26,10 +26,10 @@
 
 use std::time::Instant;
 
-#[path = "bench/rnn.rs"]
-mod rnn;
 #[path = "bench/resize.rs"]
 mod resize_bench;
+#[path = "bench/rnn.rs"]
+mod rnn;
 #[path = "bench/attention.rs"]
 mod text;
 
@@ -75,13 +75,66 @@ type W2 = (
 type W3 = (
     (Conv1, Relu, Pool1),
     (
-        flaxen::runtime::layers::builder::ConvGeneral2D<32, 1, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 14, 14, 14, 14>,
+        flaxen::runtime::layers::builder::ConvGeneral2D<
+            32,
+            1,
+            32,
+            3,
+            3,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            14,
+            14,
+            14,
+            14,
+        >,
         Relu,
-        flaxen::runtime::layers::builder::ConvGeneral2D<32, 32, 64, 3, 3, 2, 2, 1, 1, 2, 2, 2, 2, 14, 14, 14, 14>,
+        flaxen::runtime::layers::builder::ConvGeneral2D<
+            32,
+            32,
+            64,
+            3,
+            3,
+            2,
+            2,
+            1,
+            1,
+            2,
+            2,
+            2,
+            2,
+            14,
+            14,
+            14,
+            14,
+        >,
         Relu,
     ),
     (
-        flaxen::runtime::layers::builder::ConvTranspose2D<64, 16, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 14, 14, 28, 28>,
+        flaxen::runtime::layers::builder::ConvTranspose2D<
+            64,
+            16,
+            3,
+            3,
+            1,
+            1,
+            2,
+            2,
+            2,
+            1,
+            2,
+            1,
+            14,
+            14,
+            28,
+            28,
+        >,
         Relu,
         AvgPool2D<16, 4, 4, 4, 4, 0, 0, 0, 0, 28, 28, 7, 7>,
         Flatten2D<16, 7, 7, 784>,

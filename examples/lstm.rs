@@ -19,7 +19,11 @@ impl RowRnn {
     fn forward(x: Input<1, 8, 8>, hidden: Param<32>) {
         let x = reshape(x, (8, 8));
         let fwd = RNN(LSTMCell(features = hidden))(x);
-        let bwd = RNN(LSTMCell(features = hidden), reverse = true, keep_order = true)(x);
+        let bwd = RNN(
+            LSTMCell(features = hidden),
+            reverse = true,
+            keep_order = true,
+        )(x);
         let x = concatenate((fwd, bwd), axis = -1);
         let h = RNN(GRUCell(features = hidden * 2), return_carry = true)(x);
         Dense(10)(h)
@@ -48,7 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let dev = Dev::seed_from_u64(args.seed);
     let (train, test) = flaxen::runtime::data::digits::load()?;
-    let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> = Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
+    let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> =
+        Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
     let mut state: State = TrainState::create(dev.build_module::<RowRnn, f32>(), adam(3e-3))
         .map_err(|e| format!("device error: {e:?}"))?;
     for epoch in 1..=args.epochs {
@@ -57,10 +62,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (x, y) = loader.next_batch()?;
             let (loss, grads) = state
                 .value_and_grad(|model, tape| {
-                    softmax_cross_entropy_with_integer_labels(model.forward(x.put_tape(tape)), y).mean()
+                    softmax_cross_entropy_with_integer_labels(model.forward(x.put_tape(tape)), y)
+                        .mean()
                 })
                 .map_err(|e| format!("device error: {e:?}"))?;
-            state.apply_gradients(grads).map_err(|e| format!("device error: {e:?}"))?;
+            state
+                .apply_gradients(grads)
+                .map_err(|e| format!("device error: {e:?}"))?;
             losses.add_loss(&loss);
         }
         let cfg = LoaderConfig::new(0).shuffle(false).drop_last(false);

@@ -76,7 +76,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % n as u64) as usize
     }
 }
@@ -88,7 +91,10 @@ fn batch(rng: &mut Lcg, n: usize) -> (Vec<usize>, Vec<usize>) {
         let len = 3 + rng.below(SEQ - 3);
         let mut row = vec![CLS];
         row.extend((0..len).map(|_| 2 + rng.below(VOCAB - 2)));
-        let (first3, first4) = (row.iter().position(|t| *t == 3), row.iter().position(|t| *t == 4));
+        let (first3, first4) = (
+            row.iter().position(|t| *t == 3),
+            row.iter().position(|t| *t == 4),
+        );
         labels.push(match (first3, first4) {
             (Some(a), Some(b)) => usize::from(a < b),
             (Some(_), None) => 1,
@@ -106,24 +112,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dev = Dev::seed_from_u64(args.seed);
     let mut rng = Lcg(args.seed ^ 0x5eed);
     let positions: Vec<usize> = (0..BATCH).flat_map(|_| 0..SEQ).collect();
-    let positions: Tensor<Rank2<BATCH, SEQ>, usize, Dev> = dev.tensor_from_vec(positions, Default::default());
-    let mut state: State = TrainState::create(dev.build_module::<TextClassifier, f32>(), adam(3e-3))
-        .map_err(|e| format!("device error: {e:?}"))?;
+    let positions: Tensor<Rank2<BATCH, SEQ>, usize, Dev> =
+        dev.tensor_from_vec(positions, Default::default());
+    let mut state: State =
+        TrainState::create(dev.build_module::<TextClassifier, f32>(), adam(3e-3))
+            .map_err(|e| format!("device error: {e:?}"))?;
     let mut losses = Metrics::<f32, Dev>::new();
     for step in 1..=args.steps {
         let (tokens, labels) = batch(&mut rng, BATCH);
-        let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Dev> = dev.tensor_from_vec(tokens, Default::default());
-        let labels: Tensor<Rank1<BATCH>, usize, Dev> = dev.tensor_from_vec(labels, Default::default());
+        let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Dev> =
+            dev.tensor_from_vec(tokens, Default::default());
+        let labels: Tensor<Rank1<BATCH>, usize, Dev> =
+            dev.tensor_from_vec(labels, Default::default());
         let (loss, grads) = state
             .value_and_grad(|model, tape| {
                 let logits = model.forward((tokens.put_tape(tape), positions.clone()));
                 softmax_cross_entropy_with_integer_labels(logits, labels).mean()
             })
             .map_err(|e| format!("device error: {e:?}"))?;
-        state.apply_gradients(grads).map_err(|e| format!("device error: {e:?}"))?;
+        state
+            .apply_gradients(grads)
+            .map_err(|e| format!("device error: {e:?}"))?;
         losses.add_loss(&loss);
         if step % 100 == 0 || step == args.steps {
-            println!("step {step:>4}: train loss {:.4}", losses.mean_loss().unwrap_or(f64::NAN));
+            println!(
+                "step {step:>4}: train loss {:.4}",
+                losses.mean_loss().unwrap_or(f64::NAN)
+            );
             losses = Metrics::new();
         }
     }
@@ -131,10 +146,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut acc = Metrics::<f32, Dev>::new();
     for _ in 0..16 {
         let (tokens, labels) = batch(&mut rng, BATCH);
-        let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Dev> = dev.tensor_from_vec(tokens, Default::default());
-        let labels: Tensor<Rank1<BATCH>, usize, Dev> = dev.tensor_from_vec(labels, Default::default());
+        let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Dev> =
+            dev.tensor_from_vec(tokens, Default::default());
+        let labels: Tensor<Rank1<BATCH>, usize, Dev> =
+            dev.tensor_from_vec(labels, Default::default());
         acc.add_accuracy(&state.params.forward((tokens, positions.clone())), &labels);
     }
-    println!("test accuracy {:.2}%", 100.0 * acc.accuracy().unwrap_or(0.0));
+    println!(
+        "test accuracy {:.2}%",
+        100.0 * acc.accuracy().unwrap_or(0.0)
+    );
     Ok(())
 }

@@ -14,7 +14,7 @@
 #[path = "common/norm_act.rs"]
 mod norm_act;
 
-#[allow(dead_code, unused_macros, unused_imports)]
+#[allow(unused_macros, unused_imports)]
 #[path = "common/compact_v2.rs"]
 mod compact_v2;
 

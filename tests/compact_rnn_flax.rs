@@ -6,11 +6,11 @@
 //! the parameter count, f64 within `1e-9` and f32 within `1e-4` (relative to
 //! `max(|flax|, 1)`).
 
-#[allow(unused_macros, unused_imports, dead_code)]
+#[allow(unused_macros, unused_imports)]
 #[path = "common/norm_act.rs"]
 mod norm_act;
 
-#[allow(dead_code, unused_macros, unused_imports)]
+#[allow(unused_macros, unused_imports)]
 #[path = "common/compact_v2.rs"]
 mod compact_v2;
 
@@ -40,9 +40,18 @@ struct Fixture {
 
 /// The fixture's case for `layer`, its keys under `field`.
 fn case(layer: &str, field: &str) -> Case {
-    let f: Fixture = serde_json::from_str(include_str!("fixtures/flax_rnn.json")).expect("fixture parses");
-    let mut c = f.cases.into_iter().find(|c| c.layer == layer).unwrap_or_else(|| panic!("no case {layer}"));
-    let prefix = |m: BTreeMap<String, Arr>| m.into_iter().map(|(k, v)| (format!("{field}.{k}"), v)).collect();
+    let f: Fixture =
+        serde_json::from_str(include_str!("fixtures/flax_rnn.json")).expect("fixture parses");
+    let mut c = f
+        .cases
+        .into_iter()
+        .find(|c| c.layer == layer)
+        .unwrap_or_else(|| panic!("no case {layer}"));
+    let prefix = |m: BTreeMap<String, Arr>| {
+        m.into_iter()
+            .map(|(k, v)| (format!("{field}.{k}"), v))
+            .collect()
+    };
     c.params = prefix(c.params);
     c.grads = prefix(c.grads);
     c
@@ -98,16 +107,22 @@ macro_rules! rnn_parity {
             let y = m.forward(x.leaky_trace());
             assert_flax(&format!("{} y", c.layer), &y.as_vec(), &c.y);
             let g = (y * r).sum().backward();
-            assert_flax(&format!("{} grad x", c.layer), &g.get(&x).as_vec(), &c.grad_x);
+            assert_flax(
+                &format!("{} grad x", c.layer),
+                &g.get(&x).as_vec(),
+                &c.grad_x,
+            );
             assert_param_grads(&c.layer, &m, &g, &c.grads);
         }
     };
 }
 
 const LSTM: &str = "RNN(LSTMCell(features=5), reverse=False, keep_order=False, return_carry=False)";
-const LSTM_LAST: &str = "RNN(LSTMCell(features=3), reverse=True, keep_order=False, return_carry=True)";
+const LSTM_LAST: &str =
+    "RNN(LSTMCell(features=3), reverse=True, keep_order=False, return_carry=True)";
 const BI_GRU: &str = "RNN(GRUCell(features=5), reverse=True, keep_order=True, return_carry=False)";
-const SIMPLE: &str = "RNN(SimpleCell(features=7), reverse=False, keep_order=False, return_carry=False)";
+const SIMPLE: &str =
+    "RNN(SimpleCell(features=7), reverse=False, keep_order=False, return_carry=False)";
 
 rnn_parity!(lstm_matches_flax_f64, Lstm, f64, LSTM, "lstm_cell_0", Rank3<2, 7, 3>, Rank3<2, 7, 5>);
 rnn_parity!(lstm_matches_flax_f32, Lstm, f32, LSTM, "lstm_cell_0", Rank3<2, 7, 3>, Rank3<2, 7, 5>);

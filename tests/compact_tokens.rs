@@ -23,7 +23,10 @@ pub struct Lm;
 #[compact]
 impl Lm {
     fn forward(tokens: Tokens<12>) {
-        let mask = combine_masks(make_causal_mask(tokens), make_attention_mask(tokens, tokens));
+        let mask = combine_masks(
+            make_causal_mask(tokens),
+            make_attention_mask(tokens, tokens),
+        );
         let x = Embed(100, 32)(tokens);
         let x = x + SelfAttention(4, dropout_rate = 0.1)(LayerNorm()(x), mask = mask);
         Dense(100)(x)
@@ -45,13 +48,24 @@ impl Cross {
 fn classifier_runs_and_counts_flax_parameters() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Classifier, f32>();
-    assert_eq!(m.num_trainable_params(), 1000 * 64 + 4 * (64 * 64 + 64) + 64 * 2 + 2);
+    assert_eq!(
+        m.num_trainable_params(),
+        1000 * 64 + 4 * (64 * 64 + 64) + 64 * 2 + 2
+    );
     let tokens: Tensor<Rank2<2, 16>, usize, _> = dev.tensor([[3; 16], [5; 16]]);
     let mask: Tensor<Rank3<2, 16, 16>, bool, _> = dev.tensor([[[true; 16]; 16]; 2]);
     let y: Tensor<Rank2<2, 2>, f32, _, _> = m.forward((tokens.traced(m.alloc_grads()), mask));
     let grads = y.sum().backward();
-    assert!(grads.get(&m.embed_0.embedding).as_vec().iter().any(|g| *g != 0.0));
-    assert!(grads.get(&m.self_attention_0.key.weight).as_vec().iter().any(|g| *g != 0.0));
+    assert!(grads
+        .get(&m.embed_0.embedding)
+        .as_vec()
+        .iter()
+        .any(|g| *g != 0.0));
+    assert!(grads
+        .get(&m.self_attention_0.key.weight)
+        .as_vec()
+        .iter()
+        .any(|g| *g != 0.0));
 }
 
 #[test]
@@ -81,13 +95,18 @@ fn cross_attention_reads_both_inputs() {
     let mask: Tensor<Rank3<2, 5, 7>, bool, _> = dev.sample_normal::<Rank3<2, 5, 7>>().ge(0.0);
     let y: Tensor<Rank2<2, 3>, f32, _, _> = m.forward((q.traced(m.alloc_grads()), kv, mask));
     let grads = y.sum().backward();
-    assert!(grads.get(&m.multi_head_dot_product_attention_0.value.weight).as_vec().iter().any(|g| *g != 0.0));
+    assert!(grads
+        .get(&m.multi_head_dot_product_attention_0.value.weight)
+        .as_vec()
+        .iter()
+        .any(|g| *g != 0.0));
 }
 
 #[test]
 fn out_of_range_tokens_are_an_error() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Lm, f32>();
-    let bad: Tensor<Rank2<1, 12>, usize, _> = dev.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 100]]);
+    let bad: Tensor<Rank2<1, 12>, usize, _> =
+        dev.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 100]]);
     assert!(m.try_forward(bad).is_err());
 }

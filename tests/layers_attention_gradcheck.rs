@@ -32,15 +32,29 @@ fn masked_cross_attention_gradients_match_finite_differences() {
         a.key.weight.copy_from(wk);
         let q: Tensor<Q, f64, _> = dev.tensor_from_vec(qs.to_vec(), Default::default());
         let kv: Tensor<Kv, f64, _> = dev.tensor_from_vec(kvs.to_vec(), Default::default());
-        (a.forward((q, kv, mask.clone())) * r.clone()).sum::<Rank0, _>().array()
+        (a.forward((q, kv, mask.clone())) * r.clone())
+            .sum::<Rank0, _>()
+            .array()
     };
     let grads = (attn.forward((q.leaky_trace(), kv.clone(), mask.clone())) * r.clone())
         .sum()
         .backward();
     let (qs, kvs, wk) = (q.as_vec(), kv.as_vec(), attn.key.weight.as_vec());
-    assert_grad("q", &grads.get(&q).as_vec(), &numeric_grad(|v| loss(v, &kvs, &wk), &qs));
-    assert_grad("kv", &grads.get(&kv).as_vec(), &numeric_grad(|v| loss(&qs, v, &wk), &kvs));
-    assert_grad("key.weight", &grads.get(&attn.key.weight).as_vec(), &numeric_grad(|v| loss(&qs, &kvs, v), &wk));
+    assert_grad(
+        "q",
+        &grads.get(&q).as_vec(),
+        &numeric_grad(|v| loss(v, &kvs, &wk), &qs),
+    );
+    assert_grad(
+        "kv",
+        &grads.get(&kv).as_vec(),
+        &numeric_grad(|v| loss(&qs, v, &wk), &kvs),
+    );
+    assert_grad(
+        "key.weight",
+        &grads.get(&attn.key.weight).as_vec(),
+        &numeric_grad(|v| loss(&qs, &kvs, v), &wk),
+    );
 }
 
 #[test]
@@ -55,12 +69,18 @@ fn masked_self_attention_and_embed_gradients_match_finite_differences() {
         let mut e = embed.clone();
         e.embedding.copy_from(table);
         let x = e.forward(tokens.clone());
-        (attn.forward((x.clone(), x, mask.clone())) * r.clone()).sum::<Rank0, _>().array()
+        (attn.forward((x.clone(), x, mask.clone())) * r.clone())
+            .sum::<Rank0, _>()
+            .array()
     };
     let x = embed.forward(tokens.clone().traced(embed.alloc_grads()));
     let grads = (attn.forward((x.with_empty_tape(), x, mask.clone())) * r.clone())
         .sum()
         .backward();
     let table = embed.embedding.as_vec();
-    assert_grad("embedding", &grads.get(&embed.embedding).as_vec(), &numeric_grad(loss, &table));
+    assert_grad(
+        "embedding",
+        &grads.get(&embed.embedding).as_vec(),
+        &numeric_grad(loss, &table),
+    );
 }

@@ -16,11 +16,15 @@
 #[macro_use]
 mod conv_ext;
 
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{
     builder, conv_transpose_out_size, conv_transpose_same_padding, conv_transpose_valid_padding,
     dilated_kernel, same_padding, NoInputGrad,
 };
+use gradcheck::{assert_grad, numeric_grad};
 
 #[test]
 fn grouped_and_dilated_conv_match_flax_f64() {
@@ -62,33 +66,6 @@ fn size_rules_give_the_fixture_geometries() {
     assert_eq!(conv_transpose_out_size(4, 3, 2, 1, 2), 8);
     // Dilated 2x2 by 2 spans 3: SAME pads (2, 1).
     assert_eq!(conv_transpose_same_padding(dilated_kernel(2, 2), 2), (2, 1));
-}
-
-const EPS: f64 = 1e-5;
-
-fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
-    let mut v = at.to_vec();
-    (0..v.len())
-        .map(|i| {
-            let orig = v[i];
-            v[i] = orig + EPS;
-            let hi = f(&v);
-            v[i] = orig - EPS;
-            let lo = f(&v);
-            v[i] = orig;
-            (hi - lo) / (2.0 * EPS)
-        })
-        .collect()
-}
-
-fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
-    assert_eq!(analytic.len(), numeric.len());
-    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
-        assert!(
-            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
-            "{what}[{i}]: analytic {a}, numeric {n}"
-        );
-    }
 }
 
 /// `loss = sum(layer(x) * r)` against finite differences in `x`, `weight`

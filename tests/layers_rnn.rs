@@ -10,9 +10,22 @@
 //! 3. A runtime sequence length (`usize`) gives what the `Const` one gives,
 //!    and a sequence of no steps gives zeros, as Flax's scan over nothing.
 
+#[allow(unused_macros, unused_imports)]
+#[path = "common/norm_act.rs"]
+mod norm_act;
+
+#[allow(unused_macros, unused_imports)]
+#[path = "common/compact_v2.rs"]
+mod compact_v2;
+
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 #[path = "common/rnn.rs"]
 #[macro_use]
 mod rnn;
+
+use gradcheck::{assert_grad, numeric_grad};
 
 use flaxen::prelude::*;
 use flaxen::runtime::dfdx::nn::tensor_collection::TensorCollection;
@@ -27,34 +40,6 @@ fn rnn_matches_flax_f64() {
 #[test]
 fn rnn_matches_flax_f32() {
     rnn::all_rnn_cases!(&Cpu::default(), f32);
-}
-
-const EPS: f64 = 1e-5;
-
-fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
-    assert_eq!(analytic.len(), numeric.len(), "{what}: length");
-    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
-        assert!(
-            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
-            "{what}[{i}]: analytic {a}, numeric {n}"
-        );
-    }
-}
-
-/// Central differences of `loss` in every element of `at`.
-fn numeric_grad(mut loss: impl FnMut(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
-    let mut v = at.to_vec();
-    (0..v.len())
-        .map(|i| {
-            let orig = v[i];
-            v[i] = orig + EPS;
-            let hi = loss(&v);
-            v[i] = orig - EPS;
-            let lo = loss(&v);
-            v[i] = orig;
-            (hi - lo) / (2.0 * EPS)
-        })
-        .collect()
 }
 
 /// `loss = sum(m(x) * r)`: its gradients in `x` and in every parameter

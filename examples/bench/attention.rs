@@ -49,13 +49,27 @@ impl TextModel {
 pub fn bench(warmup: usize, steps: usize) {
     let dev: Cpu = Default::default();
     let mut model = dev.build_module::<TextModel, f32>();
-    let mut opt = Adam::new(&model, AdamConfig { lr: 1e-3, ..Default::default() });
+    let mut opt = Adam::new(
+        &model,
+        AdamConfig {
+            lr: 1e-3,
+            ..Default::default()
+        },
+    );
     // Ids with padding at the end of every row.
     let ids: Vec<usize> = (0..BATCH * SEQ)
-        .map(|i| if i % SEQ < SEQ - (i / SEQ) % 16 { 1 + (i * 7919) % (VOCAB - 1) } else { 0 })
+        .map(|i| {
+            if i % SEQ < SEQ - (i / SEQ) % 16 {
+                1 + (i * 7919) % (VOCAB - 1)
+            } else {
+                0
+            }
+        })
         .collect();
-    let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Cpu> = dev.tensor_from_vec(ids, Default::default());
-    let labels: Tensor<Rank1<BATCH>, usize, Cpu> = dev.tensor_from_vec((0..BATCH).map(|i| i % 2).collect(), Default::default());
+    let tokens: Tensor<Rank2<BATCH, SEQ>, usize, Cpu> =
+        dev.tensor_from_vec(ids, Default::default());
+    let labels: Tensor<Rank1<BATCH>, usize, Cpu> =
+        dev.tensor_from_vec((0..BATCH).map(|i| i % 2).collect(), Default::default());
     let mut grads = model.alloc_grads();
     let mut last_loss = 0.0f32;
     let mut step = |grads: Gradients<f32, Cpu>| {
@@ -63,7 +77,8 @@ pub fn bench(warmup: usize, steps: usize) {
         let loss = softmax_cross_entropy_with_integer_labels(logits, labels.clone()).mean();
         last_loss = loss.array();
         let mut grads = loss.backward();
-        opt.update(&mut model, &grads).expect("every parameter has a gradient");
+        opt.update(&mut model, &grads)
+            .expect("every parameter has a gradient");
         model.zero_grads(&mut grads);
         grads
     };

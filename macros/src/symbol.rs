@@ -127,11 +127,11 @@ vocabulary! {
     /// Recurrent cells, the argument of `RNN(..)`.
     pub enum CellKind {
         /// `LSTMCell(features)`
-        LstmCell => "LSTMCell",
+        Lstm => "LSTMCell",
         /// `GRUCell(features)`
-        GruCell => "GRUCell",
+        Gru => "GRUCell",
         /// `SimpleCell(features)`
-        SimpleCell => "SimpleCell",
+        Simple => "SimpleCell",
     }
 }
 

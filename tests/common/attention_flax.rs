@@ -37,7 +37,7 @@ impl Decoder {
         let y = MultiHeadDotProductAttention(num_heads = 2, qkv_features = 10, out_features = 8)(
             x,
             memory,
-            mask = mask
+            mask = mask,
         );
         let x = x + y;
         Dense(4)(x[-1])
@@ -97,34 +97,37 @@ macro_rules! classifier_case {
 /// Runs the decoder case in dtype `$e` on `$dev`: `y`, the gradients of
 /// both float inputs and of every parameter.
 macro_rules! decoder_case {
-    ($dev:expr, $e:ty) => {
-        {
-            use $crate::attention_flax::{fixture, Decoder};
-            use $crate::compact_v2::{assert_param_grads, load_tensors};
-            use $crate::norm_act::{assert_flax, tensor};
-            let dev = $dev;
-            let case = fixture().decoder;
-            let what = |s: &str| format!("{} {} {s}", case.model, stringify!($e));
-            let mut m = dev.build_module::<Decoder, $e>();
-            load_tensors(&mut m, &case.model, case.params.iter());
-            assert_eq!(m.num_trainable_params(), case.num_params);
-            let x: Tensor<Rank3<3, 5, 8>, $e, _> = tensor(dev, &case.inputs[0]);
-            let memory: Tensor<Rank3<3, 6, 7>, $e, _> = tensor(dev, &case.inputs[1]);
-            let mask: Tensor<Rank3<3, 5, 6>, bool, _> =
-                dev.tensor_from_vec(case.inputs[2].data.iter().map(|v| *v != 0.0).collect(), Default::default());
-            let r: Tensor<Rank2<3, 4>, $e, _> = tensor(dev, &case.r);
-            // The tape rides on the first input; the model gives the memory
-            // a tape of its own, merged into it, so (with a leaky tape,
-            // which keeps every gradient) the memory's is there too.
-            let y = m.forward((x.leaky_trace(), memory.clone(), mask));
-            assert_flax(&what("y"), &y.as_vec(), &case.y);
-            let g = (y * r).sum().backward();
-            assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_inputs[0]);
-            assert_flax(&what("grad memory"), &g.get(&memory).as_vec(), &case.grad_inputs[1]);
-            assert_param_grads(&what(""), &m, &g, &case.grads);
-        }
-    };
+    ($dev:expr, $e:ty) => {{
+        use $crate::attention_flax::{fixture, Decoder};
+        use $crate::compact_v2::{assert_param_grads, load_tensors};
+        use $crate::norm_act::{assert_flax, tensor};
+        let dev = $dev;
+        let case = fixture().decoder;
+        let what = |s: &str| format!("{} {} {s}", case.model, stringify!($e));
+        let mut m = dev.build_module::<Decoder, $e>();
+        load_tensors(&mut m, &case.model, case.params.iter());
+        assert_eq!(m.num_trainable_params(), case.num_params);
+        let x: Tensor<Rank3<3, 5, 8>, $e, _> = tensor(dev, &case.inputs[0]);
+        let memory: Tensor<Rank3<3, 6, 7>, $e, _> = tensor(dev, &case.inputs[1]);
+        let mask: Tensor<Rank3<3, 5, 6>, bool, _> = dev.tensor_from_vec(
+            case.inputs[2].data.iter().map(|v| *v != 0.0).collect(),
+            Default::default(),
+        );
+        let r: Tensor<Rank2<3, 4>, $e, _> = tensor(dev, &case.r);
+        // The tape rides on the first input; the model gives the memory
+        // a tape of its own, merged into it, so (with a leaky tape,
+        // which keeps every gradient) the memory's is there too.
+        let y = m.forward((x.leaky_trace(), memory.clone(), mask));
+        assert_flax(&what("y"), &y.as_vec(), &case.y);
+        let g = (y * r).sum().backward();
+        assert_flax(&what("grad x"), &g.get(&x).as_vec(), &case.grad_inputs[0]);
+        assert_flax(
+            &what("grad memory"),
+            &g.get(&memory).as_vec(),
+            &case.grad_inputs[1],
+        );
+        assert_param_grads(&what(""), &m, &g, &case.grads);
+    }};
 }
-
 
 pub(crate) use {classifier_case, decoder_case};

@@ -70,7 +70,11 @@ pub fn fixture() -> Fixture {
 /// Loads the case's parameters and running statistics into `model` through
 /// its checkpoint keys (see [`load_tensors`]).
 pub fn load<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(model: &mut M, case: &ModelCase) {
-    load_tensors(model, &case.model, case.params.iter().chain(&case.batch_stats));
+    load_tensors(
+        model,
+        &case.model,
+        case.params.iter().chain(&case.batch_stats),
+    );
 }
 
 /// Loads fixture tensors into `model` through its checkpoint keys: every

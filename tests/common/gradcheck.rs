@@ -6,7 +6,8 @@
 
 const EPS: f64 = 1e-5;
 
-pub fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
+/// Central differences of `f` in every element of `at`.
+pub fn numeric_grad(mut f: impl FnMut(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
     let mut v = at.to_vec();
     (0..v.len())
         .map(|i| {
@@ -21,8 +22,9 @@ pub fn numeric_grad(f: impl Fn(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// `analytic` against `numeric`, element by element.
 pub fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
-    assert_eq!(analytic.len(), numeric.len());
+    assert_eq!(analytic.len(), numeric.len(), "{what}: length");
     for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
         assert!(
             (a - n).abs() <= 1e-6 * n.abs().max(1.0),
@@ -30,4 +32,3 @@ pub fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
         );
     }
 }
-

@@ -6,8 +6,9 @@
 //! and without a tape, the input gradient and every parameter's gradient by
 //! key for `loss = sum(y * r)`, and Flax's parameter count.
 //!
-//! Tolerance: `|flaxen - flax| <= tol * max(|flax|, 1)` per element, `tol`
-//! 1e-9 in f64 and 1e-4 in f32.
+//! Tolerance (`norm_act.rs`'s): `|flaxen - flax| <= tol * max(|flax|, 1)`
+//! per element, `tol` 1e-9 in f64 and 1e-4 in f32. Loading and the
+//! gradient check are `compact_v2.rs`'s; include both first.
 //!
 //! ```ignore
 //! #[path = "common/rnn.rs"]
@@ -19,18 +20,9 @@
 
 use std::collections::BTreeMap;
 
-use flaxen::prelude::*;
-use flaxen::runtime::checkpoint::load_module_state;
-use flaxen::runtime::dfdx::nn::tensor_collection::TensorCollection;
-use flaxen::runtime::optim::Params;
-use flaxen::runtime::state::HostTensor;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
-pub struct Arr {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+use crate::norm_act::Arr;
 
 /// One `RNN(cell(features), reverse, keep_order, return_carry)` case; the
 /// maps are keyed by flaxen's key relative to the RNN (`ii.weight`), tensors
@@ -63,69 +55,6 @@ pub fn fixture() -> Fixture {
     serde_json::from_str(include_str!("../fixtures/flax_rnn.json")).expect("fixture parses")
 }
 
-pub fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
-}
-
-/// The tolerance of the module docs.
-pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    let tol = if std::mem::size_of::<E>() == 8 {
-        1e-9
-    } else {
-        1e-4
-    };
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
-        );
-    }
-}
-
-/// Loads the case's parameters through the checkpoint keys: every tensor of
-/// the model must be in the fixture with its shape, and every fixture tensor
-/// in the model.
-pub fn load<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(model: &mut M, case: &RnnCase) {
-    let state: StateMap<E> = case
-        .params
-        .iter()
-        .map(|(k, a)| {
-            let t = HostTensor {
-                shape: a.shape.clone(),
-                data: cast(a),
-            };
-            (k.clone(), t)
-        })
-        .collect();
-    load_module_state(model, "", &state)
-        .unwrap_or_else(|e| panic!("{}: the fixture does not fit the model: {e:?}", case.layer));
-}
-
-/// Every parameter's gradient against the fixture's, by key; the model's
-/// keys must be exactly the fixture's.
-pub fn assert_grads<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
-    what: &str,
-    model: &M,
-    grads: &Gradients<E, D>,
-    case: &RnnCase,
-) {
-    let params = Params::of(model).unwrap();
-    let names = &params.info().names;
-    let want: Vec<&String> = case.grads.keys().collect();
-    let mut got: Vec<&String> = names.iter().collect();
-    got.sort();
-    assert_eq!(got, want, "{what}: keys");
-    for (name, leaf) in names.iter().zip(params.leaves()) {
-        assert_flax(
-            &format!("{what} grad {name} ({})", case.flax_paths[name]),
-            &grads.get(leaf).as_vec(),
-            &case.grads[name],
-        );
-    }
-}
-
 /// Runs `$case` through `Rnn<$cell<I, H>, REVERSE, KEEP_ORDER,
 /// RETURN_CARRY>` in dtype `$e` on `$dev`, input shape `$x`, output `$y`.
 macro_rules! rnn_case {
@@ -148,25 +77,27 @@ macro_rules! rnn_case {
         let dev = $dev;
         let mut m =
             dev.build_module::<builder::Rnn<builder::$cell<$i, $h>, $rev, $keep, $carry>, $e>();
-        $crate::rnn::load(&mut m, case);
+        $crate::compact_v2::load_tensors(&mut m, &case.layer, case.params.iter());
         assert_eq!(
             m.num_trainable_params(),
             case.num_params,
             "{what}: parameter count"
         );
-        let x: Tensor<$x, $e, _> = dev.tensor_from_vec($crate::rnn::cast(&case.x), <$x>::default());
-        let r: Tensor<$y, $e, _> = dev.tensor_from_vec($crate::rnn::cast(&case.r), <$y>::default());
+        let x: Tensor<$x, $e, _> =
+            dev.tensor_from_vec($crate::norm_act::cast(&case.x), <$x>::default());
+        let r: Tensor<$y, $e, _> =
+            dev.tensor_from_vec($crate::norm_act::cast(&case.r), <$y>::default());
         let y: Tensor<$y, $e, _> = m.forward(x.clone());
-        $crate::rnn::assert_flax(&format!("{what} y"), &y.as_vec(), &case.y);
+        $crate::norm_act::assert_flax(&format!("{what} y"), &y.as_vec(), &case.y);
         let y = m.forward(x.leaky_trace());
-        $crate::rnn::assert_flax(&format!("{what} y (taped)"), &y.as_vec(), &case.y);
+        $crate::norm_act::assert_flax(&format!("{what} y (taped)"), &y.as_vec(), &case.y);
         let grads = (y * r).sum().backward();
-        $crate::rnn::assert_flax(
+        $crate::norm_act::assert_flax(
             &format!("{what} grad x"),
             &grads.get(&x).as_vec(),
             &case.grad_x,
         );
-        $crate::rnn::assert_grads(&what, &m, &grads, case);
+        $crate::compact_v2::assert_param_grads(&what, &m, &grads, &case.grads);
     }};
 }
 

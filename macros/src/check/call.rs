@@ -37,7 +37,8 @@ impl Checker<'_> {
             Callee::Cell(kind) => {
                 // `LSTMCell(64)`: a value for `RNN`, named and built there.
                 let vals = self.eval_args(args);
-                let bound = args::bind(kind.name(), layers::cell_sig(), &vals, tokens, &mut self.cx);
+                let bound =
+                    args::bind(kind.name(), layers::cell_sig(), &vals, tokens, &mut self.cx);
                 match bound.req(&mut self.cx, "features", |a| a.positive("`features`")) {
                     Some(f) => Val::Cell(*kind, f),
                     None => Val::Poison,
@@ -86,7 +87,10 @@ impl Checker<'_> {
         }
         if pos.len() < spec.min || pos.len() > spec.max {
             let mask_given = spec.mask
-                && pos.iter().skip(spec.max).any(|(a, _)| matches!(a.val, Val::Tensor(i) if self.elem(i) == Elem::Bool));
+                && pos
+                    .iter()
+                    .skip(spec.max)
+                    .any(|(a, _)| matches!(a.val, Val::Tensor(i) if self.elem(i) == Elem::Bool));
             let msg = match (spec.min, spec.max) {
                 _ if mask_given => format!("`{what}` takes its mask by name: `{what}(..)(x, mask = m)`"),
                 (1, 1) => format!("`{what}` is applied to exactly one input: `{what}(..)(x)`"),
@@ -96,10 +100,14 @@ impl Checker<'_> {
             self.cx.error_at(tokens, msg);
             return None;
         }
-        let mut out = Applied { pos: Vec::new(), mask: None };
+        let mut out = Applied {
+            pos: Vec::new(),
+            mask: None,
+        };
         for (k, (a, name)) in pos.into_iter().enumerate() {
             let want = spec.elems.get(k).copied().unwrap_or(Elem::Float);
-            out.pos.push((self.tensor_of(what, a, &name, want, tokens)?, name));
+            out.pos
+                .push((self.tensor_of(what, a, &name, want, tokens)?, name));
         }
         if let Some((a, name)) = mask {
             out.mask = Some(self.tensor_of(what, a, &name, Elem::Bool, tokens)?);
@@ -108,17 +116,35 @@ impl Checker<'_> {
     }
 
     /// The step of an argument that must be a tensor holding `want`.
-    fn tensor_of(&mut self, what: &str, a: &ArgVal, name: &str, want: Elem, tokens: &TokenStream) -> Option<usize> {
+    fn tensor_of(
+        &mut self,
+        what: &str,
+        a: &ArgVal,
+        name: &str,
+        want: Elem,
+        tokens: &TokenStream,
+    ) -> Option<usize> {
         match &a.val {
             Val::Tensor(i) if self.elem(*i) == want => Some(*i),
             Val::Tensor(i) => {
                 let have = self.elem(*i);
-                self.cx.error_at(a, format!("`{what}` needs {} here, but {name} holds {}{}", holds(want), holds(have), elem_help(have, want)));
+                self.cx.error_at(
+                    a,
+                    format!(
+                        "`{what}` needs {} here, but {name} holds {}{}",
+                        holds(want),
+                        holds(have),
+                        elem_help(have, want)
+                    ),
+                );
                 None
             }
             Val::Poison => None,
             other => {
-                self.cx.error_at(tokens, format!("`{what}` needs a tensor input, not {}", other.kind()));
+                self.cx.error_at(
+                    tokens,
+                    format!("`{what}` needs a tensor input, not {}", other.kind()),
+                );
                 None
             }
         }
@@ -151,13 +177,25 @@ impl Checker<'_> {
         Some(format_ident!("{}", name))
     }
 
-    fn add_field(&mut self, name: syn::Ident, layer: Layer, inputs: Vec<usize>, out: Vec<usize>) -> Val {
+    fn add_field(
+        &mut self,
+        name: syn::Ident,
+        layer: Layer,
+        inputs: Vec<usize>,
+        out: Vec<usize>,
+    ) -> Val {
         self.fields.push(Field { name, layer });
         let field = self.fields.len() - 1;
         self.push(Kind::Field { field, inputs }, out)
     }
 
-    fn layer(&mut self, kind: LayerKind, args: &[Arg], inputs: &[Arg], tokens: &TokenStream) -> Val {
+    fn layer(
+        &mut self,
+        kind: LayerKind,
+        args: &[Arg],
+        inputs: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
         let vals = self.eval_args(args);
         let bound = args::bind(kind.name(), layers::sig(kind), &vals, tokens, &mut self.cx);
         // Flax names a submodule when it is constructed, before its input
@@ -175,9 +213,18 @@ impl Checker<'_> {
         }
         let (first, input) = applied.pos[0].clone();
         let shape = self.shape(first).to_vec();
-        let extra: Vec<Vec<usize>> = applied.pos[1..].iter().map(|(i, _)| self.shape(*i).to_vec()).collect();
+        let extra: Vec<Vec<usize>> = applied.pos[1..]
+            .iter()
+            .map(|(i, _)| self.shape(*i).to_vec())
+            .collect();
         let mask = applied.mask.map(|m| self.shape(m).to_vec());
-        let site = Site { shape: &shape, input, call: tokens, extra, mask };
+        let site = Site {
+            shape: &shape,
+            input,
+            call: tokens,
+            extra,
+            mask,
+        };
         let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
         let steps = layers::arrange(kind, &pos, applied.mask);
         match layers::check(kind, &bound, &site, &mut self.cx) {
@@ -195,9 +242,24 @@ impl Checker<'_> {
         let vals = self.eval_args(args);
         let n = ops::tensor_args(kind);
         if vals.len() < n || vals[..n].iter().any(|a| a.key.is_some()) {
-            let example = if n == 1 { format!("`{what}(x, ..)`") } else { format!("`{what}(a, b)`") };
-            let lead = if n == 1 { "the first argument" } else { "the first arguments" };
-            self.cx.error_at(tokens, format!("{lead} of `{what}` {} its input tensor{}, e.g. {example}", if n == 1 { "is" } else { "are" }, if n == 1 { "" } else { "s" }));
+            let example = if n == 1 {
+                format!("`{what}(x, ..)`")
+            } else {
+                format!("`{what}(a, b)`")
+            };
+            let lead = if n == 1 {
+                "the first argument"
+            } else {
+                "the first arguments"
+            };
+            self.cx.error_at(
+                tokens,
+                format!(
+                    "{lead} of `{what}` {} its input tensor{}, e.g. {example}",
+                    if n == 1 { "is" } else { "are" },
+                    if n == 1 { "" } else { "s" }
+                ),
+            );
             return Val::Poison;
         }
         let (tensors, rest) = vals.split_at(n);
@@ -216,14 +278,24 @@ impl Checker<'_> {
                             Val::Tensor(i) => ids.push(*i),
                             Val::Poison => return Val::Poison,
                             other => {
-                                self.cx.error_at(t, format!("`{what}` joins tensors, but one of them is {}", other.kind()));
+                                self.cx.error_at(
+                                    t,
+                                    format!(
+                                        "`{what}` joins tensors, but one of them is {}",
+                                        other.kind()
+                                    ),
+                                );
                                 return Val::Poison;
                             }
                         }
                     }
                     names = match args.first().map(|a| &a.value) {
-                        Some(crate::ast::Expr::Tuple(es, _)) if es.len() == ids.len() => es.iter().map(|e| e.describe()).collect(),
-                        _ => (0..ids.len()).map(|k| format!("tensor {}", k + 1)).collect(),
+                        Some(crate::ast::Expr::Tuple(es, _)) if es.len() == ids.len() => {
+                            es.iter().map(|e| e.describe()).collect()
+                        }
+                        _ => (0..ids.len())
+                            .map(|k| format!("tensor {}", k + 1))
+                            .collect(),
                     };
                 }
                 (Val::Poison, _) => return Val::Poison,
@@ -232,7 +304,10 @@ impl Checker<'_> {
                     return Val::Poison;
                 }
                 (other, false) => {
-                    self.cx.error_at(tokens, format!("`{what}` needs a tensor input, not {}", other.kind()));
+                    self.cx.error_at(
+                        tokens,
+                        format!("`{what}` needs a tensor input, not {}", other.kind()),
+                    );
                     return Val::Poison;
                 }
             }
@@ -244,13 +319,27 @@ impl Checker<'_> {
             for (i, name) in ids.iter().zip(&names) {
                 let have = self.elem(*i);
                 if have != want {
-                    self.cx.error_at(tokens, format!("`{what}` needs {}, but {name} holds {}{}", holds(want), holds(have), elem_help(have, want)));
+                    self.cx.error_at(
+                        tokens,
+                        format!(
+                            "`{what}` needs {}, but {name} holds {}{}",
+                            holds(want),
+                            holds(have),
+                            elem_help(have, want)
+                        ),
+                    );
                     return Val::Poison;
                 }
             }
         }
         let shapes: Vec<Vec<usize>> = ids.iter().map(|i| self.shape(*i).to_vec()).collect();
-        let site = Site { shape: &shapes[0], input: names[0].clone(), call: tokens, extra: shapes[1..].to_vec(), mask: None };
+        let site = Site {
+            shape: &shapes[0],
+            input: names[0].clone(),
+            call: tokens,
+            extra: shapes[1..].to_vec(),
+            mask: None,
+        };
         match ops::check(kind, &bound, &shapes, &names, &site, &mut self.cx) {
             Some((op, out)) => {
                 let elem = op.output_elem();
@@ -260,25 +349,46 @@ impl Checker<'_> {
         }
     }
 
-    fn nested(&mut self, path: &syn::Path, args: &[Arg], inputs: &[Arg], tokens: &TokenStream) -> Val {
+    fn nested(
+        &mut self,
+        path: &syn::Path,
+        args: &[Arg],
+        inputs: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
         let text = crate::ast::compact_text(&path.to_token_stream());
         let vals = self.eval_args(args);
         // `name` is the caller's; every other argument is a parameter of
         // the nested model.
-        let (named, params): (Vec<ArgVal>, Vec<ArgVal>) =
-            vals.into_iter().partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
-        let last = path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let (named, params): (Vec<ArgVal>, Vec<ArgVal>) = vals
+            .into_iter()
+            .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let last = path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
         let name = self.field_name(&symbol::snake(&last), named.first(), tokens);
-        let model = match self.sources.get(&crate::nest::key(path)).map(|src| crate::parse::parse_model(src.clone())) {
+        let model = match self
+            .sources
+            .get(&crate::nest::key(path))
+            .map(|src| crate::parse::parse_model(src.clone()))
+        {
             Some(Ok(m)) => m,
             // Its own expansion reports what is wrong with it.
             _ => {
-                self.cx.error_at(tokens, format!("`{text}` does not expand (see its errors)"));
+                self.cx
+                    .error_at(tokens, format!("`{text}` does not expand (see its errors)"));
                 return Val::Poison;
             }
         };
         let n = model.inputs.len();
-        let spec = InputSpec { min: n, max: n, mask: false, elems: model.inputs.iter().map(|i| i.elem).collect() };
+        let spec = InputSpec {
+            min: n,
+            max: n,
+            mask: false,
+            elems: model.inputs.iter().map(|i| i.elem).collect(),
+        };
         let Some(applied) = self.applied(&text, inputs, &spec, tokens) else {
             return Val::Poison;
         };
@@ -286,30 +396,60 @@ impl Checker<'_> {
             return Val::Poison;
         };
         if self.depth >= MAX_DEPTH {
-            self.cx.error_at(tokens, format!("models nested more than {MAX_DEPTH} deep: does a model call itself?"));
+            self.cx.error_at(
+                tokens,
+                format!("models nested more than {MAX_DEPTH} deep: does a model call itself?"),
+            );
             return Val::Poison;
         }
         if !super::check_param_args(&model, &params, &mut self.cx) {
             return Val::Poison;
         }
-        let dims: Vec<Vec<usize>> = applied.pos.iter().map(|(i, _)| self.shape(*i).to_vec()).collect();
+        let dims: Vec<Vec<usize>> = applied
+            .pos
+            .iter()
+            .map(|(i, _)| self.shape(*i).to_vec())
+            .collect();
         let ident = format_ident!("__{}_{}", self.outer, name);
-        let inst = Instance { name: ident.clone(), dims: dims.clone(), args: params };
+        let inst = Instance {
+            name: ident.clone(),
+            dims: dims.clone(),
+            args: params,
+        };
         let plan = match super::check_instance(&model, inst, self.sources, self.depth + 1) {
             Ok(p) => p,
             Err(e) => {
                 self.cx.push(e);
                 let shapes: Vec<String> = dims.iter().map(|d| crate::shape::show(d)).collect();
-                self.cx.error_at(tokens, format!("in this instance of `{text}` for {} of shape {}", applied.pos[0].1, shapes.join(", ")));
+                self.cx.error_at(
+                    tokens,
+                    format!(
+                        "in this instance of `{text}` for {} of shape {}",
+                        applied.pos[0].1,
+                        shapes.join(", ")
+                    ),
+                );
                 return Val::Poison;
             }
         };
         let out = plan.steps[plan.output].shape.clone();
-        let params = plan.fields.iter().fold(0usize, |n, f| n.saturating_add(f.layer.params()));
+        let params = plan
+            .fields
+            .iter()
+            .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
         self.inlined.push(plan);
         self.nested_paths.push(path.clone());
         let steps = applied.pos.iter().map(|(i, _)| *i).collect();
-        self.add_field(name, Layer::Nested(Nested { ident, path: text, params }), steps, out)
+        self.add_field(
+            name,
+            Layer::Nested(Nested {
+                ident,
+                path: text,
+                params,
+            }),
+            steps,
+            out,
+        )
     }
 }
 

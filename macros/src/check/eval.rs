@@ -441,9 +441,19 @@ impl Checker<'_> {
                     self.cx.error_at(tokens, "only float values are indexed (`x[0]`, the CLS token); token ids and masks are not");
                     return Val::Poison;
                 }
-                let what = crate::ast::compact_text(tokens).split('[').next().unwrap_or("x").to_string();
+                let what = crate::ast::compact_text(tokens)
+                    .split('[')
+                    .next()
+                    .unwrap_or("x")
+                    .to_string();
                 match crate::ops::take(n, &shape, &format!("`{what}`")) {
-                    Ok((op, out)) => self.push(Kind::Op { op, inputs: vec![t] }, out),
+                    Ok((op, out)) => self.push(
+                        Kind::Op {
+                            op,
+                            inputs: vec![t],
+                        },
+                        out,
+                    ),
                     Err(msg) => {
                         self.cx.error_at(tokens, msg);
                         Val::Poison
@@ -518,7 +528,9 @@ impl Checker<'_> {
                 )
             }
             (l @ Val::Tensor(_), r) | (l, r @ Val::Tensor(_)) => {
-                let ids = [&l, &r].iter().any(|v| matches!(v, Val::Tensor(t) if self.elem(*t) == Elem::Index));
+                let ids = [&l, &r]
+                    .iter()
+                    .any(|v| matches!(v, Val::Tensor(t) if self.elem(*t) == Elem::Index));
                 let msg = if ids && !op.is_arithmetic() {
                     format!("`{sym}` on token ids cannot be decided when the macro expands\nhelp: Flax's `make_attention_mask(tokens > 0, tokens > 0)` is `make_attention_mask(tokens, tokens)` here: it takes the ids themselves, and id 0 is padding")
                 } else if op.is_arithmetic() || op == BinOp::Rem {

@@ -196,7 +196,12 @@ pub fn check_instance(
                 _ => "a mask",
             };
             c.cx.error_at(
-                model.body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(),
+                model
+                    .body
+                    .value
+                    .as_ref()
+                    .map(|v| v.tokens())
+                    .unwrap_or_default(),
                 format!("the model output must be a float tensor, not {what}"),
             );
             None

@@ -1,8 +1,8 @@
 //! The body of a `Module` / `ModuleMut` impl: one `let` per step.
 
 use crate::ast::Arith;
-use crate::check::{Kind, Plan};
 use crate::ast::Elem;
+use crate::check::{Kind, Plan};
 use crate::gen::Mode;
 use crate::ops::Io;
 use crate::paths;

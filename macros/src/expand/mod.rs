@@ -80,11 +80,12 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     // of one float input, for the input marked `NoInputGrad(x)` (the
     // convolutions that read it skip its gradient; every other reader
     // computes it as usual).
-    let modes: &[(bool, bool)] = if plan.num_inputs == 1 && plan.steps[0].elem == crate::ast::Elem::Float {
-        &[(false, false), (true, false), (false, true), (true, true)]
-    } else {
-        &[(false, false), (true, false)]
-    };
+    let modes: &[(bool, bool)] =
+        if plan.num_inputs == 1 && plan.steps[0].elem == crate::ast::Elem::Float {
+            &[(false, false), (true, false), (false, true), (true, true)]
+        } else {
+            &[(false, false), (true, false)]
+        };
     let modules = modes.iter().map(|&(mutable, no_input_grad)| {
         let mode = Mode { mutable };
         let (wheres, body) = forward::forward(plan, &mode, no_input_grad);

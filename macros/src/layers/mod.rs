@@ -81,10 +81,25 @@ pub struct InputSpec {
 
 /// What a built-in layer is applied to.
 pub fn inputs(kind: LayerKind) -> InputSpec {
-    let one = |elem| InputSpec { min: 1, max: 1, mask: false, elems: vec![elem] };
+    let one = |elem| InputSpec {
+        min: 1,
+        max: 1,
+        mask: false,
+        elems: vec![elem],
+    };
     match kind {
-        LayerKind::SelfAttention => InputSpec { min: 1, max: 1, mask: true, elems: vec![Elem::Float] },
-        LayerKind::MultiHeadDotProductAttention => InputSpec { min: 1, max: 2, mask: true, elems: vec![Elem::Float, Elem::Float] },
+        LayerKind::SelfAttention => InputSpec {
+            min: 1,
+            max: 1,
+            mask: true,
+            elems: vec![Elem::Float],
+        },
+        LayerKind::MultiHeadDotProductAttention => InputSpec {
+            min: 1,
+            max: 2,
+            mask: true,
+            elems: vec![Elem::Float, Elem::Float],
+        },
         LayerKind::Embed => one(Elem::Index),
         LayerKind::Rnn => one(Elem::Float),
         LayerKind::Dense
@@ -102,7 +117,9 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
 /// a mask but one input reads it twice, `(x, x, mask)`.
 pub fn arrange(kind: LayerKind, pos: &[usize], mask: Option<usize>) -> Vec<usize> {
     match (kind, pos, mask) {
-        (LayerKind::SelfAttention | LayerKind::MultiHeadDotProductAttention, [x], Some(m)) => vec![*x, *x, m],
+        (LayerKind::SelfAttention | LayerKind::MultiHeadDotProductAttention, [x], Some(m)) => {
+            vec![*x, *x, m]
+        }
         _ => pos.iter().copied().chain(mask).collect(),
     }
 }
@@ -146,8 +163,9 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
     match kind {
         LayerKind::Dense => dense::check(b, site, cx).map(|(l, s)| field((Layer::Dense(l), s))),
         LayerKind::Conv => conv::check(b, site, cx).map(|(l, s)| field((Layer::Conv(l), s))),
-        LayerKind::ConvTranspose => conv_transpose::check(b, site, cx)
-            .map(|(l, s)| field((Layer::ConvTranspose(l), s))),
+        LayerKind::ConvTranspose => {
+            conv_transpose::check(b, site, cx).map(|(l, s)| field((Layer::ConvTranspose(l), s)))
+        }
         LayerKind::Dropout => dropout::check(b, site, cx).map(Checked::Op),
         LayerKind::BatchNorm => {
             batch_norm::check(b, site, cx).map(|(l, s)| field((Layer::BatchNorm(l), s)))
@@ -164,8 +182,10 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
         LayerKind::SelfAttention => {
             self_attention::check(b, site, cx).map(|(l, s)| field((Layer::SelfAttention(l), s)))
         }
-        LayerKind::MultiHeadDotProductAttention => multi_head_attention::check(kind.name(), b, site, cx)
-            .map(|(l, s)| field((Layer::MultiHeadAttention(l), s))),
+        LayerKind::MultiHeadDotProductAttention => {
+            multi_head_attention::check(kind.name(), b, site, cx)
+                .map(|(l, s)| field((Layer::MultiHeadAttention(l), s)))
+        }
         LayerKind::Embed => embed::check(b, site, cx).map(|(l, s)| field((Layer::Embed(l), s))),
         LayerKind::Rnn => rnn::check(b, site, cx).map(|(l, s)| field((Layer::Rnn(l), s))),
     }

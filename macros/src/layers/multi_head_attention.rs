@@ -14,7 +14,13 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["num_heads", "qkv_features", "out_features", "dropout_rate", "name"],
+    params: &[
+        "num_heads",
+        "qkv_features",
+        "out_features",
+        "dropout_rate",
+        "name",
+    ],
     required: &["num_heads"],
     example: "MultiHeadDotProductAttention(num_heads = 4)(q, kv, mask = m)",
 };
@@ -61,11 +67,25 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
     if let Some(m) = &site.mask {
         let want = [site.shape[0], kv[0]];
         if m[..] != want[..] {
-            cx.error_at(site.call, format!("`{what}`'s mask must be [queries, keys] = {}, but it has shape {} here", show(&want), show(m)));
+            cx.error_at(
+                site.call,
+                format!(
+                    "`{what}`'s mask must be [queries, keys] = {}, but it has shape {} here",
+                    show(&want),
+                    show(m)
+                ),
+            );
             return None;
         }
     }
-    let layer = Attention { q_features: fq, kv_features: kv[1], qkv, heads, out, dropout };
+    let layer = Attention {
+        q_features: fq,
+        kv_features: kv[1],
+        qkv,
+        heads,
+        out,
+        dropout,
+    };
     Some((layer, vec![site.shape[0], out]))
 }
 

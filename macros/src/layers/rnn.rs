@@ -46,15 +46,27 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Rnn, Vec<usize>)>
         site.wrong_input(cx, "RNN", "[seq, features]", "");
         return None;
     }
-    let ((cell, features), return_carry, reverse, keep_order) = (cell?, return_carry?, reverse?, keep_order?);
+    let ((cell, features), return_carry, reverse, keep_order) =
+        (cell?, return_carry?, reverse?, keep_order?);
     if keep_order && !reverse {
         if let Some(a) = b.get("keep_order") {
             cx.error_at(a, "`keep_order` puts the outputs of a `reverse = true` RNN back in the inputs' order; without `reverse` it changes nothing");
         }
         return None;
     }
-    let out = if return_carry { vec![features] } else { vec![site.shape[0], features] };
-    let rnn = Rnn { cell, inputs: site.shape[1], features, return_carry, reverse, keep_order };
+    let out = if return_carry {
+        vec![features]
+    } else {
+        vec![site.shape[0], features]
+    };
+    let rnn = Rnn {
+        cell,
+        inputs: site.shape[1],
+        features,
+        return_carry,
+        reverse,
+        keep_order,
+    };
     Some((rnn, out))
 }
 
@@ -72,9 +84,9 @@ impl Rnn {
         let l = paths::layers();
         let (i, h) = (lit(self.inputs), lit(self.features));
         let cell = match self.cell {
-            CellKind::LstmCell => quote!(#l::LstmCell<#i, #h, E, D>),
-            CellKind::GruCell => quote!(#l::GruCell<#i, #h, E, D>),
-            CellKind::SimpleCell => quote!(#l::SimpleCell<#i, #h, E, D>),
+            CellKind::Lstm => quote!(#l::LstmCell<#i, #h, E, D>),
+            CellKind::Gru => quote!(#l::GruCell<#i, #h, E, D>),
+            CellKind::Simple => quote!(#l::SimpleCell<#i, #h, E, D>),
         };
         let (r, k, c) = (self.reverse, self.keep_order, self.return_carry);
         quote!(#l::Rnn<#cell, #r, #k, #c>)
@@ -85,16 +97,27 @@ impl Rnn {
         let (fh, hh) = (shape::params(&[f, h]), shape::params(&[h, h]));
         match self.cell {
             // Input kernels without bias, recurrent ones with.
-            CellKind::LstmCell => fh.saturating_add(hh).saturating_add(h).saturating_mul(4),
+            CellKind::Lstm => fh.saturating_add(hh).saturating_add(h).saturating_mul(4),
             // `ir`, `iz`, `in` with bias, `hr`, `hz` without, `hn` with.
-            CellKind::GruCell => fh.saturating_mul(3).saturating_add(hh.saturating_mul(3)).saturating_add(h.saturating_mul(4)),
-            CellKind::SimpleCell => fh.saturating_add(hh).saturating_add(h),
+            CellKind::Gru => fh
+                .saturating_mul(3)
+                .saturating_add(hh.saturating_mul(3))
+                .saturating_add(h.saturating_mul(4)),
+            CellKind::Simple => fh.saturating_add(hh).saturating_add(h),
         }
     }
 
     pub fn doc(&self) -> String {
-        let carry = if self.return_carry { ", return_carry" } else { "" };
+        let carry = if self.return_carry {
+            ", return_carry"
+        } else {
+            ""
+        };
         let reverse = if self.reverse { ", reverse" } else { "" };
-        format!("`RNN({}({}){reverse}{carry})`", self.cell.name(), self.features)
+        format!(
+            "`RNN({}({}){reverse}{carry})`",
+            self.cell.name(),
+            self.features
+        )
     }
 }

@@ -5,7 +5,6 @@
 use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
 use crate::paths;
-use crate::symbol::OpKind;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -30,39 +29,44 @@ const ELU: Sig = Sig {
     example: "elu(x, alpha = 1.0)",
 };
 
-pub fn sig(kind: OpKind) -> &'static Sig {
-    match kind {
-        OpKind::Gelu => &GELU,
-        OpKind::LeakyRelu => &LEAKY,
-        OpKind::Elu => &ELU,
-        OpKind::Relu
-        | OpKind::Sigmoid
-        | OpKind::Tanh
-        | OpKind::Silu
-        | OpKind::Swish
-        | OpKind::Selu
-        | OpKind::Softplus
-        | OpKind::LogSigmoid
-        | OpKind::Relu6
-        | OpKind::HardTanh
-        | OpKind::HardSigmoid
-        | OpKind::HardSilu
-        | OpKind::HardSwish => &PLAIN,
-        // Not activations: `ops::sig` gives theirs.
-        OpKind::Softmax
-        | OpKind::LogSoftmax
-        | OpKind::Mean
-        | OpKind::Sum
-        | OpKind::Concatenate
-        | OpKind::AvgPool
-        | OpKind::MaxPool
-        | OpKind::Flatten
-        | OpKind::Resize
-        | OpKind::Reshape
-        | OpKind::SwapAxes
-        | OpKind::MakeCausalMask
-        | OpKind::MakeAttentionMask
-        | OpKind::CombineMasks => &PLAIN,
+/// The activations: the ops the checker maps here.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Relu,
+    Gelu,
+    Sigmoid,
+    Tanh,
+    Silu,
+    Swish,
+    LeakyRelu,
+    Elu,
+    Selu,
+    Softplus,
+    LogSigmoid,
+    Relu6,
+    HardTanh,
+    HardSigmoid,
+    /// Also Flax's `hard_swish`, the same function.
+    HardSilu,
+}
+
+pub fn sig(act: Act) -> &'static Sig {
+    match act {
+        Act::Gelu => &GELU,
+        Act::LeakyRelu => &LEAKY,
+        Act::Elu => &ELU,
+        Act::Relu
+        | Act::Sigmoid
+        | Act::Tanh
+        | Act::Silu
+        | Act::Swish
+        | Act::Selu
+        | Act::Softplus
+        | Act::LogSigmoid
+        | Act::Relu6
+        | Act::HardTanh
+        | Act::HardSigmoid
+        | Act::HardSilu => &PLAIN,
     }
 }
 
@@ -76,22 +80,17 @@ pub enum Activation {
     Function(&'static str, Vec<f64>, String),
 }
 
-pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
-    let f = |name: &'static str| {
-        Some(Activation::Function(
-            name,
-            Vec::new(),
-            format!("`{}`", kind.name()),
-        ))
-    };
-    match kind {
-        OpKind::Relu => Some(Activation::Relu),
-        OpKind::Sigmoid => Some(Activation::Method("try_sigmoid", "`sigmoid`")),
-        OpKind::Tanh => Some(Activation::Method("try_tanh", "`tanh`")),
+/// `name` is the word as written (`hard_swish` or `hard_silu`).
+pub fn check(act: Act, name: &str, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
+    let f = |func: &'static str| Some(Activation::Function(func, Vec::new(), format!("`{name}`")));
+    match act {
+        Act::Relu => Some(Activation::Relu),
+        Act::Sigmoid => Some(Activation::Method("try_sigmoid", "`sigmoid`")),
+        Act::Tanh => Some(Activation::Method("try_tanh", "`tanh`")),
         // Flax's `nn.gelu` defaults to the tanh approximation, dfdx's
         // `fast_gelu`; `approximate = false` is the erf form, the runtime's
         // fix of dfdx's `accurate_gelu` gradient.
-        OpKind::Gelu => match b.or(cx, "approximate", true, |a| a.boolean("`approximate`"))? {
+        Act::Gelu => match b.or(cx, "approximate", true, |a| a.boolean("`approximate`"))? {
             true => Some(Activation::Method("try_fast_gelu", "`gelu`")),
             false => Some(Activation::Function(
                 "try_gelu_exact",
@@ -99,17 +98,17 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
                 "`gelu(approximate = false)`".into(),
             )),
         },
-        OpKind::Silu => f("try_silu"),
-        OpKind::Swish => f("try_swish"),
-        OpKind::Selu => f("try_selu"),
-        OpKind::Softplus => f("try_softplus"),
-        OpKind::LogSigmoid => f("try_log_sigmoid"),
-        OpKind::Relu6 => f("try_relu6"),
-        OpKind::HardTanh => f("try_hard_tanh"),
-        OpKind::HardSigmoid => f("try_hard_sigmoid"),
-        OpKind::HardSilu | OpKind::HardSwish => f("try_hard_silu"),
+        Act::Silu => f("try_silu"),
+        Act::Swish => f("try_swish"),
+        Act::Selu => f("try_selu"),
+        Act::Softplus => f("try_softplus"),
+        Act::LogSigmoid => f("try_log_sigmoid"),
+        Act::Relu6 => f("try_relu6"),
+        Act::HardTanh => f("try_hard_tanh"),
+        Act::HardSigmoid => f("try_hard_sigmoid"),
+        Act::HardSilu => f("try_hard_silu"),
         // Flax's defaults: negative_slope 0.01, alpha 1.0.
-        OpKind::LeakyRelu => {
+        Act::LeakyRelu => {
             let v = b.or(cx, "negative_slope", 0.01, |a| a.float("`negative_slope`"))?;
             Some(Activation::Function(
                 "try_leaky_relu",
@@ -117,7 +116,7 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
                 format!("`leaky_relu(negative_slope = {v})`"),
             ))
         }
-        OpKind::Elu => {
+        Act::Elu => {
             let v = b.or(cx, "alpha", 1.0, |a| a.float("`alpha`"))?;
             Some(Activation::Function(
                 "try_elu",
@@ -125,20 +124,6 @@ pub fn check(kind: OpKind, b: &Bound, cx: &mut Ctxt) -> Option<Activation> {
                 format!("`elu(alpha = {v})`"),
             ))
         }
-        OpKind::Softmax
-        | OpKind::LogSoftmax
-        | OpKind::Mean
-        | OpKind::Sum
-        | OpKind::Concatenate
-        | OpKind::AvgPool
-        | OpKind::MaxPool
-        | OpKind::Flatten
-        | OpKind::Resize
-        | OpKind::Reshape
-        | OpKind::SwapAxes
-        | OpKind::MakeCausalMask
-        | OpKind::MakeAttentionMask
-        | OpKind::CombineMasks => None,
     }
 }
 

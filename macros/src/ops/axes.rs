@@ -11,7 +11,11 @@ use crate::shape::show;
 use proc_macro2::TokenStream;
 use quote::quote;
 
-pub const SWAPAXES: Sig = Sig { params: &["axis1", "axis2"], required: &["axis1", "axis2"], example: "swapaxes(x, -1, -2)" };
+pub const SWAPAXES: Sig = Sig {
+    params: &["axis1", "axis2"],
+    required: &["axis1", "axis2"],
+    example: "swapaxes(x, -1, -2)",
+};
 
 /// `swapaxes(x, a, b)`: the two axes exchanged.
 pub fn swapaxes(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
@@ -36,7 +40,10 @@ pub fn take(index: i64, shape: &[usize], what: &str) -> Result<(super::Op, Vec<u
     let n = shape[0] as i64;
     let i = if index < 0 { n + index } else { index };
     if !(0..n).contains(&i) {
-        return Err(format!("index {index} is out of range for the first axis of {what}, of size {n} (shape {})", show(shape)));
+        return Err(format!(
+            "index {index} is out of range for the first axis of {what}, of size {n} (shape {})",
+            show(shape)
+        ));
     }
     Ok((super::Op::Take(i as usize), shape[1..].to_vec()))
 }

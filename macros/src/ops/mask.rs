@@ -11,9 +11,21 @@ use crate::shape::show;
 use proc_macro2::TokenStream;
 use quote::quote;
 
-pub const CAUSAL: Sig = Sig { params: &[], required: &[], example: "make_causal_mask(tokens)" };
-pub const ATTENTION: Sig = Sig { params: &[], required: &[], example: "make_attention_mask(tokens, tokens)" };
-pub const COMBINE: Sig = Sig { params: &[], required: &[], example: "combine_masks(causal, padding)" };
+pub const CAUSAL: Sig = Sig {
+    params: &[],
+    required: &[],
+    example: "make_causal_mask(tokens)",
+};
+pub const ATTENTION: Sig = Sig {
+    params: &[],
+    required: &[],
+    example: "make_attention_mask(tokens, tokens)",
+};
+pub const COMBINE: Sig = Sig {
+    params: &[],
+    required: &[],
+    example: "combine_masks(causal, padding)",
+};
 
 /// Which mask.
 #[derive(Clone, Copy)]

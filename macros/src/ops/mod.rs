@@ -23,6 +23,7 @@ use crate::symbol::OpKind;
 use proc_macro2::TokenStream;
 use quote::quote;
 
+use activation::Act;
 pub use activation::Activation;
 pub use pool::Pool;
 pub use resize::is_method_word;
@@ -55,36 +56,75 @@ pub enum Op {
     Mask(mask::Mask),
 }
 
+/// Which family (one file of this module) an op belongs to: the one
+/// exhaustive mapping from the vocabulary, which every other dispatch here
+/// matches on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Activation(Act),
+    Softmax { log: bool },
+    Reduce { mean: bool },
+    Concat,
+    Pool { avg: bool },
+    Flatten,
+    Reshape,
+    Resize,
+    SwapAxes,
+    CausalMask,
+    AttentionMask,
+    CombineMasks,
+}
+
+fn family(kind: OpKind) -> Family {
+    let act = Family::Activation;
+    match kind {
+        OpKind::Relu => act(Act::Relu),
+        OpKind::Gelu => act(Act::Gelu),
+        OpKind::Sigmoid => act(Act::Sigmoid),
+        OpKind::Tanh => act(Act::Tanh),
+        OpKind::Silu => act(Act::Silu),
+        OpKind::Swish => act(Act::Swish),
+        OpKind::LeakyRelu => act(Act::LeakyRelu),
+        OpKind::Elu => act(Act::Elu),
+        OpKind::Selu => act(Act::Selu),
+        OpKind::Softplus => act(Act::Softplus),
+        OpKind::LogSigmoid => act(Act::LogSigmoid),
+        OpKind::Relu6 => act(Act::Relu6),
+        OpKind::HardTanh => act(Act::HardTanh),
+        OpKind::HardSigmoid => act(Act::HardSigmoid),
+        OpKind::HardSilu | OpKind::HardSwish => act(Act::HardSilu),
+        OpKind::Softmax => Family::Softmax { log: false },
+        OpKind::LogSoftmax => Family::Softmax { log: true },
+        OpKind::Mean => Family::Reduce { mean: true },
+        OpKind::Sum => Family::Reduce { mean: false },
+        OpKind::Concatenate => Family::Concat,
+        OpKind::AvgPool => Family::Pool { avg: true },
+        OpKind::MaxPool => Family::Pool { avg: false },
+        OpKind::Flatten => Family::Flatten,
+        OpKind::Reshape => Family::Reshape,
+        OpKind::Resize => Family::Resize,
+        OpKind::SwapAxes => Family::SwapAxes,
+        OpKind::MakeCausalMask => Family::CausalMask,
+        OpKind::MakeAttentionMask => Family::AttentionMask,
+        OpKind::CombineMasks => Family::CombineMasks,
+    }
+}
+
 /// The signature of an op (its input, the first argument, not counted).
 pub fn sig(kind: OpKind) -> &'static Sig {
-    match kind {
-        OpKind::Relu
-        | OpKind::Sigmoid
-        | OpKind::Tanh
-        | OpKind::Silu
-        | OpKind::Swish
-        | OpKind::Selu
-        | OpKind::Softplus
-        | OpKind::LogSigmoid
-        | OpKind::Relu6
-        | OpKind::HardTanh
-        | OpKind::HardSigmoid
-        | OpKind::HardSilu
-        | OpKind::HardSwish
-        | OpKind::Gelu
-        | OpKind::LeakyRelu
-        | OpKind::Elu => activation::sig(kind),
-        OpKind::Softmax | OpKind::LogSoftmax => &softmax::SIG,
-        OpKind::Mean | OpKind::Sum => &reduce::SIG,
-        OpKind::Concatenate => &concat::SIG,
-        OpKind::AvgPool | OpKind::MaxPool => &pool::SIG,
-        OpKind::Flatten => &reshape::FLATTEN,
-        OpKind::Reshape => &reshape::RESHAPE,
-        OpKind::Resize => &resize::SIG,
-        OpKind::SwapAxes => &axes::SWAPAXES,
-        OpKind::MakeCausalMask => &mask::CAUSAL,
-        OpKind::MakeAttentionMask => &mask::ATTENTION,
-        OpKind::CombineMasks => &mask::COMBINE,
+    match family(kind) {
+        Family::Activation(a) => activation::sig(a),
+        Family::Softmax { .. } => &softmax::SIG,
+        Family::Reduce { .. } => &reduce::SIG,
+        Family::Concat => &concat::SIG,
+        Family::Pool { .. } => &pool::SIG,
+        Family::Flatten => &reshape::FLATTEN,
+        Family::Reshape => &reshape::RESHAPE,
+        Family::Resize => &resize::SIG,
+        Family::SwapAxes => &axes::SWAPAXES,
+        Family::CausalMask => &mask::CAUSAL,
+        Family::AttentionMask => &mask::ATTENTION,
+        Family::CombineMasks => &mask::COMBINE,
     }
 }
 
@@ -98,68 +138,56 @@ pub fn check(
     site: &Site,
     cx: &mut Ctxt,
 ) -> Option<(Op, Vec<usize>)> {
-    match kind {
-        OpKind::Relu
-        | OpKind::Sigmoid
-        | OpKind::Tanh
-        | OpKind::Silu
-        | OpKind::Swish
-        | OpKind::Selu
-        | OpKind::Softplus
-        | OpKind::LogSigmoid
-        | OpKind::Relu6
-        | OpKind::HardTanh
-        | OpKind::HardSigmoid
-        | OpKind::HardSilu
-        | OpKind::HardSwish
-        | OpKind::Gelu
-        | OpKind::LeakyRelu
-        | OpKind::Elu => {
-            activation::check(kind, b, cx).map(|a| (Op::Activation(a), site.shape.to_vec()))
-        }
-        OpKind::Softmax | OpKind::LogSoftmax => {
-            softmax::check(kind == OpKind::LogSoftmax, b, site, cx)
-        }
-        OpKind::Mean | OpKind::Sum => reduce::check(kind == OpKind::Mean, b, site, cx),
-        OpKind::Concatenate => concat::check(b, shapes, names, site, cx),
-        OpKind::AvgPool | OpKind::MaxPool => {
-            pool::check(kind == OpKind::AvgPool, b, site, cx).map(|(p, s)| (Op::Pool(p), s))
-        }
-        OpKind::Flatten => reshape::flatten(site, cx),
-        OpKind::Reshape => reshape::check(b, site, cx),
-        OpKind::Resize => resize::check(b, site, cx),
-        OpKind::SwapAxes => axes::swapaxes(b, site, cx),
-        OpKind::MakeCausalMask => mask::causal(site, cx),
-        OpKind::MakeAttentionMask => mask::attention(site, cx),
-        OpKind::CombineMasks => mask::combine(site, cx),
+    match family(kind) {
+        Family::Activation(a) => activation::check(a, kind.name(), b, cx)
+            .map(|a| (Op::Activation(a), site.shape.to_vec())),
+        Family::Softmax { log } => softmax::check(log, b, site, cx),
+        Family::Reduce { mean } => reduce::check(mean, b, site, cx),
+        Family::Concat => concat::check(b, shapes, names, site, cx),
+        Family::Pool { avg } => pool::check(avg, b, site, cx).map(|(p, s)| (Op::Pool(p), s)),
+        Family::Flatten => reshape::flatten(site, cx),
+        Family::Reshape => reshape::check(b, site, cx),
+        Family::Resize => resize::check(b, site, cx),
+        Family::SwapAxes => axes::swapaxes(b, site, cx),
+        Family::CausalMask => mask::causal(site, cx),
+        Family::AttentionMask => mask::attention(site, cx),
+        Family::CombineMasks => mask::combine(site, cx),
     }
 }
 
 /// What an op's tensor inputs hold; `None` where any will do (only the
 /// shape is read).
 pub fn input_elem(kind: OpKind) -> Option<Elem> {
-    match kind {
-        OpKind::Relu | OpKind::Gelu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish
-        | OpKind::LeakyRelu | OpKind::Elu | OpKind::Selu | OpKind::Softplus | OpKind::LogSigmoid
-        | OpKind::Relu6 | OpKind::HardTanh | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish
-        | OpKind::Softmax | OpKind::LogSoftmax | OpKind::Mean | OpKind::Sum | OpKind::Concatenate
-        | OpKind::AvgPool | OpKind::MaxPool | OpKind::Flatten | OpKind::Reshape | OpKind::SwapAxes | OpKind::Resize => Some(Elem::Float),
-        OpKind::MakeCausalMask => None,
-        OpKind::MakeAttentionMask => Some(Elem::Index),
-        OpKind::CombineMasks => Some(Elem::Bool),
+    match family(kind) {
+        Family::CausalMask => None,
+        Family::AttentionMask => Some(Elem::Index),
+        Family::CombineMasks => Some(Elem::Bool),
+        Family::Activation(_)
+        | Family::Softmax { .. }
+        | Family::Reduce { .. }
+        | Family::Concat
+        | Family::Pool { .. }
+        | Family::Flatten
+        | Family::Reshape
+        | Family::Resize
+        | Family::SwapAxes => Some(Elem::Float),
     }
 }
 
 /// How many leading positional arguments of an op are its tensors.
 pub fn tensor_args(kind: OpKind) -> usize {
-    match kind {
-        OpKind::MakeAttentionMask | OpKind::CombineMasks => 2,
-        OpKind::Relu | OpKind::Gelu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Silu | OpKind::Swish
-        | OpKind::LeakyRelu | OpKind::Elu | OpKind::Selu | OpKind::Softplus | OpKind::LogSigmoid
-        | OpKind::Relu6 | OpKind::HardTanh | OpKind::HardSigmoid | OpKind::HardSilu | OpKind::HardSwish
-        | OpKind::Softmax | OpKind::LogSoftmax | OpKind::Mean | OpKind::Sum | OpKind::Concatenate
-        | OpKind::AvgPool | OpKind::MaxPool | OpKind::Flatten | OpKind::Reshape | OpKind::SwapAxes
-        | OpKind::MakeCausalMask | OpKind::Resize => 1,
+    match family(kind) {
+        Family::AttentionMask | Family::CombineMasks => 2,
+        Family::Activation(_)
+        | Family::Softmax { .. }
+        | Family::Reduce { .. }
+        | Family::Concat
+        | Family::Pool { .. }
+        | Family::Flatten
+        | Family::Reshape
+        | Family::Resize
+        | Family::SwapAxes
+        | Family::CausalMask => 1,
     }
 }
 
@@ -170,7 +198,7 @@ pub fn take(index: i64, shape: &[usize], what: &str) -> Result<(Op, Vec<usize>),
 
 /// Whether an op takes a tuple of tensors as its first argument.
 pub fn takes_tuple(kind: OpKind) -> bool {
-    kind == OpKind::Concatenate
+    family(kind) == Family::Concat
 }
 
 /// What `expand` needs to know about a step.
@@ -202,7 +230,13 @@ impl Op {
                     (quote!((#(#several,)*)), quote!((#(#tys,)*)))
                 }
             };
-            let (v, w) = mode.apply(&ty, quote!(#r <#ty as ::core::default::Default>::default()), arg, &in_ty, io.out_ty);
+            let (v, w) = mode.apply(
+                &ty,
+                quote!(#r <#ty as ::core::default::Default>::default()),
+                arg,
+                &in_ty,
+                io.out_ty,
+            );
             (v, vec![w])
         };
         match self {

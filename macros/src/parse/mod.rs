@@ -140,13 +140,19 @@ fn parse_signature(sig: &syn::Signature) -> Result<(Vec<InputDecl>, Vec<ParamDec
         .or(sig.asyncness.as_ref().map(ToTokens::to_token_stream))
         .or(sig.unsafety.as_ref().map(ToTokens::to_token_stream))
     {
-        return Err(Error::new_spanned(t, "`fn forward` of a `#[compact]` model is a plain `fn`"));
+        return Err(Error::new_spanned(
+            t,
+            "`fn forward` of a `#[compact]` model is a plain `fn`",
+        ));
     }
     if !sig.generics.params.is_empty() {
         return Err(Error::new_spanned(&sig.generics, "`fn forward` takes no generic parameters; the batch size, dtype and device are generic already"));
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        return Err(Error::new_spanned(ty, "leave out the return type: the macro infers the output shape"));
+        return Err(Error::new_spanned(
+            ty,
+            "leave out the return type: the macro infers the output shape",
+        ));
     }
     let mut inputs = Vec::new();
     let mut params = Vec::new();
@@ -154,13 +160,19 @@ fn parse_signature(sig: &syn::Signature) -> Result<(Vec<InputDecl>, Vec<ParamDec
         match arg {
             syn::FnArg::Receiver(r) => {
                 if r.reference.is_none() || r.mutability.is_some() || r.colon_token.is_some() {
-                    return Err(Error::new_spanned(r, "the receiver of `fn forward` can only be `&self`"));
+                    return Err(Error::new_spanned(
+                        r,
+                        "the receiver of `fn forward` can only be `&self`",
+                    ));
                 }
             }
             syn::FnArg::Typed(t) => match input_elem(&t.ty) {
                 Some(elem) => {
                     if !params.is_empty() {
-                        return Err(Error::new_spanned(t, "declare the inputs first, then the block parameters"));
+                        return Err(Error::new_spanned(
+                            t,
+                            "declare the inputs first, then the block parameters",
+                        ));
                     }
                     inputs.push(parse_input(t, elem, inputs.is_empty())?);
                 }
@@ -173,7 +185,10 @@ fn parse_signature(sig: &syn::Signature) -> Result<(Vec<InputDecl>, Vec<ParamDec
         }
     }
     if inputs.is_empty() {
-        return Err(Error::new_spanned(&sig.ident, "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`"));
+        return Err(Error::new_spanned(
+            &sig.ident,
+            "`fn forward` needs its input: `fn forward(x: Input<1, 28, 28>)`",
+        ));
     }
     Ok((inputs, params))
 }
@@ -181,8 +196,14 @@ fn parse_signature(sig: &syn::Signature) -> Result<(Vec<InputDecl>, Vec<ParamDec
 /// `Input`, `Tokens` or `Mask`, by the type's name.
 fn input_elem(ty: &syn::Type) -> Option<Elem> {
     let syn::Type::Path(p) = ty else { return None };
-    let seg = p.path.segments.last().filter(|_| p.qself.is_none() && p.path.segments.len() == 1)?;
-    [Elem::Float, Elem::Index, Elem::Bool].into_iter().find(|e| seg.ident == e.decl())
+    let seg = p
+        .path
+        .segments
+        .last()
+        .filter(|_| p.qself.is_none() && p.path.segments.len() == 1)?;
+    [Elem::Float, Elem::Index, Elem::Bool]
+        .into_iter()
+        .find(|e| seg.ident == e.decl())
 }
 
 fn is_param(ty: &syn::Type) -> bool {
@@ -192,10 +213,16 @@ fn is_param(ty: &syn::Type) -> bool {
 /// One input declaration; the first carries the tape, so it cannot be a
 /// mask.
 fn parse_input(t: &syn::PatType, elem: Elem, first: bool) -> Result<InputDecl> {
-    let var = plain_name(&t.pat, "name an input with a plain identifier: `x: Input<..>`")?;
+    let var = plain_name(
+        &t.pat,
+        "name an input with a plain identifier: `x: Input<..>`",
+    )?;
     let nchw = t.attrs.iter().any(|a| a.path().is_ident("nchw"));
     if let Some(a) = t.attrs.iter().find(|a| !a.path().is_ident("nchw")) {
-        return Err(Error::new_spanned(a, "the only attribute an input takes is `#[nchw]`"));
+        return Err(Error::new_spanned(
+            a,
+            "the only attribute an input takes is `#[nchw]`",
+        ));
     }
     if first && elem == Elem::Bool {
         return Err(Error::new_spanned(t, "the first input carries the gradient tape, so it is the data (`Input<..>` or `Tokens<..>`); declare the mask after it"));
@@ -276,7 +303,10 @@ fn parse_input_type(ty: &syn::Type, elem: Elem, nchw: bool) -> Result<Vec<usize>
         return Err(bad(INPUT_HELP));
     }
     let syn::PathArguments::AngleBracketed(args) = &seg.arguments else {
-        return Err(bad(&format!("`{}` needs its sizes; {INPUT_HELP}", elem.decl())));
+        return Err(bad(&format!(
+            "`{}` needs its sizes; {INPUT_HELP}",
+            elem.decl()
+        )));
     };
     let mut dims = Vec::new();
     let mut errors = crate::ctxt::Ctxt::new();
@@ -303,7 +333,11 @@ fn parse_input_type(ty: &syn::Type, elem: Elem, nchw: bool) -> Result<Vec<usize>
             Elem::Index => "one size, the sequence length (`Tokens<16>`)",
             Elem::Bool => "two sizes, query and key lengths (`Mask<16, 16>`)",
         };
-        return Err(bad(&format!("`{}` takes {want}, but {} are given; {INPUT_HELP}", elem.decl(), dims.len())));
+        return Err(bad(&format!(
+            "`{}` takes {want}, but {} are given; {INPUT_HELP}",
+            elem.decl(),
+            dims.len()
+        )));
     }
     if let (Elem::Float, [h, w, c]) = (elem, &dims[..]) {
         let (h, w, c) = (*h, *w, *c);

@@ -57,7 +57,8 @@ impl<E: Dtype> Distribution<E> for EmbedInit {
     }
 }
 
-impl<const V: usize, const F: usize, E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::Embed<V, F>
+impl<const V: usize, const F: usize, E: Dtype, D: Device<E>> BuildOnDevice<D, E>
+    for builder::Embed<V, F>
 where
     Embed<V, F, E, D>: BuildModule<D, E>,
 {
@@ -67,12 +68,19 @@ where
     }
 }
 
-impl<const V: usize, const F: usize, E: Dtype, D: Storage<E>> NonMutableModule for Embed<V, F, E, D> {}
+impl<const V: usize, const F: usize, E: Dtype, D: Storage<E>> NonMutableModule
+    for Embed<V, F, E, D>
+{
+}
 
-impl<const V: usize, const F: usize, E: Dtype, D: Device<E>> TensorCollection<E, D> for Embed<V, F, E, D> {
+impl<const V: usize, const F: usize, E: Dtype, D: Device<E>> TensorCollection<E, D>
+    for Embed<V, F, E, D>
+{
     type To<E2: Dtype, D2: Device<E2>> = Embed<V, F, E2, D2>;
 
-    fn iter_tensors<W: ModuleVisitor<Self, E, D>>(visitor: &mut W) -> Result<Option<Self::To<W::E2, W::D2>>, W::Err> {
+    fn iter_tensors<W: ModuleVisitor<Self, E, D>>(
+        visitor: &mut W,
+    ) -> Result<Option<Self::To<W::E2, W::D2>>, W::Err> {
         visitor.visit_fields(
             Self::tensor(
                 "embedding",
@@ -107,7 +115,11 @@ pub struct TokenOutOfRange {
 /// ```
 pub fn check_tokens(ids: &[usize], vocab: usize) -> Result<(), TokenOutOfRange> {
     match ids.iter().position(|id| *id >= vocab) {
-        Some(position) => Err(TokenOutOfRange { id: ids[position], position, vocab }),
+        Some(position) => Err(TokenOutOfRange {
+            id: ids[position],
+            position,
+            vocab,
+        }),
         None => Ok(()),
     }
 }

@@ -63,12 +63,15 @@ impl NonMutableModule for CausalMask {}
 impl NonMutableModule for AttentionMask {}
 impl NonMutableModule for CombineMasks {}
 
+/// A `[batch, Q, K]` mask.
+type MaskOf<B, const Q: usize, const K: usize, D> = Tensor<(B, Const<Q>, Const<K>), bool, D>;
+
 /// A `[batch, Q, K]` mask from `f(b, q, k)`, on `dev`.
 fn mask<B: Dim, const Q: usize, const K: usize, D: Storage<bool> + TensorFromVec<bool>>(
     dev: &D,
     b: B,
     f: impl Fn(usize, usize, usize) -> bool,
-) -> Result<Tensor<(B, Const<Q>, Const<K>), bool, D>, D::Err> {
+) -> Result<MaskOf<B, Q, K, D>, D::Err> {
     let mut data = Vec::with_capacity(b.size() * Q * K);
     for i in 0..b.size() {
         for q in 0..Q {
@@ -86,46 +89,79 @@ impl<B: Dim, const S: usize, D: Storage<usize> + Storage<bool> + TensorFromVec<b
     type Output = Tensor<(B, Const<S>, Const<S>), bool, D>;
     type Error = <D as HasErr>::Err;
 
-    fn try_forward(&self, x: Tensor<(B, Const<S>), usize, D, T>) -> Result<Self::Output, Self::Error> {
+    fn try_forward(
+        &self,
+        x: Tensor<(B, Const<S>), usize, D, T>,
+    ) -> Result<Self::Output, Self::Error> {
         mask(x.device(), x.shape().0, |_, q, k| k <= q)
     }
 }
 
-impl<B: Dim, const S: usize, const F: usize, E: Unit, D: Storage<E> + Storage<bool> + TensorFromVec<bool>, T>
-    Module<Tensor<(B, Const<S>, Const<F>), E, D, T>> for CausalMask
+impl<
+        B: Dim,
+        const S: usize,
+        const F: usize,
+        E: Unit,
+        D: Storage<E> + Storage<bool> + TensorFromVec<bool>,
+        T,
+    > Module<Tensor<(B, Const<S>, Const<F>), E, D, T>> for CausalMask
 {
     type Output = Tensor<(B, Const<S>, Const<S>), bool, D>;
     type Error = <D as HasErr>::Err;
 
-    fn try_forward(&self, x: Tensor<(B, Const<S>, Const<F>), E, D, T>) -> Result<Self::Output, Self::Error> {
+    fn try_forward(
+        &self,
+        x: Tensor<(B, Const<S>, Const<F>), E, D, T>,
+    ) -> Result<Self::Output, Self::Error> {
         mask(x.device(), x.shape().0, |_, q, k| k <= q)
     }
 }
 
-impl<B: Dim, const Q: usize, const K: usize, D: Storage<usize> + Storage<bool> + TensorFromVec<bool>, T1, T2>
-    Module<(Tensor<(B, Const<Q>), usize, D, T1>, Tensor<(B, Const<K>), usize, D, T2>)> for AttentionMask
+impl<
+        B: Dim,
+        const Q: usize,
+        const K: usize,
+        D: Storage<usize> + Storage<bool> + TensorFromVec<bool>,
+        T1,
+        T2,
+    >
+    Module<(
+        Tensor<(B, Const<Q>), usize, D, T1>,
+        Tensor<(B, Const<K>), usize, D, T2>,
+    )> for AttentionMask
 {
     type Output = Tensor<(B, Const<Q>, Const<K>), bool, D>;
     type Error = <D as HasErr>::Err;
 
     fn try_forward(
         &self,
-        (q, k): (Tensor<(B, Const<Q>), usize, D, T1>, Tensor<(B, Const<K>), usize, D, T2>),
+        (q, k): (
+            Tensor<(B, Const<Q>), usize, D, T1>,
+            Tensor<(B, Const<K>), usize, D, T2>,
+        ),
     ) -> Result<Self::Output, Self::Error> {
         let (qv, kv) = (q.as_vec(), k.as_vec());
-        mask(q.device(), q.shape().0, |b, i, j| qv[b * Q + i] != 0 && kv[b * K + j] != 0)
+        mask(q.device(), q.shape().0, |b, i, j| {
+            qv[b * Q + i] != 0 && kv[b * K + j] != 0
+        })
     }
 }
 
 impl<B: Dim, const Q: usize, const K: usize, D: Storage<bool> + TensorFromVec<bool>>
-    Module<(Tensor<(B, Const<Q>, Const<K>), bool, D>, Tensor<(B, Const<Q>, Const<K>), bool, D>)> for CombineMasks
+    Module<(
+        Tensor<(B, Const<Q>, Const<K>), bool, D>,
+        Tensor<(B, Const<Q>, Const<K>), bool, D>,
+    )> for CombineMasks
 {
     type Output = Tensor<(B, Const<Q>, Const<K>), bool, D>;
     type Error = <D as HasErr>::Err;
 
     fn try_forward(
         &self,
-        (a, b): (Tensor<(B, Const<Q>, Const<K>), bool, D>, Tensor<(B, Const<Q>, Const<K>), bool, D>),
+        (a, b): (
+            Tensor<(B, Const<Q>, Const<K>), bool, D>,
+            Tensor<(B, Const<Q>, Const<K>), bool, D>,
+        ),
     ) -> Result<Self::Output, Self::Error> {
         let (av, bv) = (a.as_vec(), b.as_vec());
         mask(a.device(), a.shape().0, |n, i, j| {

@@ -42,14 +42,16 @@ mod conv_transpose;
 mod cpu;
 mod dense;
 mod device;
+mod embed;
 mod flatten;
+mod mask;
 mod norm;
 mod pool;
 mod relu;
-mod rnn;
 pub mod resize;
+mod rnn;
 
-pub use attention::SelfAttention;
+pub use attention::{MultiHeadAttention, SelfAttention};
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
 pub use conv_general::{ConvGeneral2D, UnbiasedConvGeneral2D};
 pub use conv_transpose::{
@@ -58,20 +60,23 @@ pub use conv_transpose::{
 };
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
+pub use embed::{check_tokens, Embed, TokenOutOfRange};
 pub use flatten::Flatten2D;
+pub use mask::{AttentionMask, CausalMask, CombineMasks};
 pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
-pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
 pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
+pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {
-    pub use super::attention::builder::SelfAttention;
+    pub use super::attention::builder::{MultiHeadAttention, SelfAttention};
     pub use super::conv::builder::{Conv2D, UnbiasedConv2D};
     pub use super::conv_general::builder::{ConvGeneral2D, UnbiasedConvGeneral2D};
     pub use super::conv_transpose::builder::{ConvTranspose2D, UnbiasedConvTranspose2D};
     pub use super::dense::builder::{Dense, UnbiasedDense};
+    pub use super::embed::builder::Embed;
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
     pub use super::rnn::builder::{GruCell, LstmCell, Rnn, SimpleCell};
 }

@@ -173,7 +173,12 @@ pub(super) fn forward<E: Elem>(
             for (g, (yg, wg)) in blocks.zip(ws).enumerate().take(groups) {
                 let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
                 let dst = MatMut::rows(yg, og, positions);
-                matmul(dst, true, Mat::rows(wg, og, patch), Mat::rows(cg, patch, positions));
+                matmul(
+                    dst,
+                    true,
+                    Mat::rows(wg, og, patch),
+                    Mat::rows(cg, patch, positions),
+                );
             }
         }
     };
@@ -237,7 +242,8 @@ pub(super) fn backward<E: Elem>(
                 let dyb = &dy[b * out_len..(b + 1) * out_len];
                 let colsb = &cols[b * col_len..(b + 1) * col_len];
                 for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
-                    let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                    let dyg =
+                        Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
                     let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], positions, patch);
                     matmul(MatMut::rows(dwg, og, patch), i > 0, dyg, cg);
                 }
@@ -254,8 +260,10 @@ pub(super) fn backward<E: Elem>(
                 // input's channels), else into `dcols` for col2im.
                 let group_grads = |dst: &mut [E], accumulate: bool| {
                     for (g, dcg) in dst.chunks_exact_mut(gcols).enumerate().take(groups) {
-                        let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
-                        let wt = Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
+                        let dyg =
+                            Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                        let wt =
+                            Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
                         matmul(MatMut::rows(dcg, patch, positions), accumulate, wt, dyg);
                     }
                 };
