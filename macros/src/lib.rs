@@ -7,26 +7,26 @@
 //!
 //! Data flows one way, and no module imports a later phase or the driver:
 //!
-//! - [`parse`] turns the impl block into the [`ast`], keeping every user
+//! - `parse` turns the impl block into the `ast`, keeping every user
 //!   token for messages; names are looked up once into the typed
-//!   vocabulary of [`symbol`] (`LayerKind`, `OpKind`).
-//! - [`check`] runs `fn forward` at expansion time: values known then
+//!   vocabulary of `symbol` (`LayerKind`, `OpKind`).
+//! - `check` runs `fn forward` at expansion time: values known then
 //!   (block parameters, loop indices, `x.shape[-1]`) are computed, loops
 //!   unrolled, `if`/`match` decided, and each layer, op and arithmetic on a
 //!   tensor becomes a step of a `Plan`; errors are collected in one
-//!   [`ctxt::Ctxt`]. It writes no code.
-//! - [`expand`] turns a `Plan` into the module type and its trait impls, or,
+//!   `ctxt::Ctxt`. It writes no code.
+//! - `expand` turns a `Plan` into the module type and its trait impls, or,
 //!   when checking failed, into stubs around the errors so that the caller
 //!   sees only the macro's messages.
-//! - [`compact`] is the driver; [`nest`] speaks the protocol by which a model
+//! - `compact` is the driver; `nest` speaks the protocol by which a model
 //!   gets the sources of the models it nests.
 //!
-//! Shared vocabulary, used by check and expand alike: [`layers`] and [`ops`]
+//! Shared vocabulary, used by check and expand alike: `layers` and `ops`
 //! (one file per layer or op family: signature, shape rule, codegen),
-//! [`args`] (binding a call's arguments), [`value`] (values known at
-//! expansion), [`rules`] (call sites, sliding windows), [`shape`] (the size
-//! arithmetic, held against the runtime's by the facade's tests), [`gen`]
-//! and [`paths`] (every path generated code names).
+//! `args` (binding a call's arguments), `value` (values known at
+//! expansion), `rules` (call sites, sliding windows), `shape` (the size
+//! arithmetic, held against the runtime's by the facade's tests), `gen`
+//! and `paths` (every path generated code names).
 //!
 //! # How to add a layer
 //!

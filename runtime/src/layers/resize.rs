@@ -12,7 +12,7 @@
 //! out)`, computed in `f32` as jax does.
 //!
 //! The CPU runs the two axes as separate 1-D passes over each plane
-//! ([`FlaxenDevice::try_resize2d`](super::FlaxenDevice::try_resize2d));
+//! ([`FlaxenDevice::try_resize2d`]);
 //! other devices run [`try_resize2d`]: two `matmul`s with the dense
 //! matrices.
 
