@@ -186,7 +186,7 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
         ),
         "LSTM" | "GRU" | "Lstm" | "Gru" => (
             "a recurrent layer is `RNN(LSTMCell(features))(x)` (or `GRUCell`, `SimpleCell`) on `[seq, features]`",
-            Some("RNN"),
+            None,
         ),
         "Bidirectional"
         | "Einsum"
