@@ -84,6 +84,7 @@
 ///   | `RNN(LSTMCell(features), return_carry = false, reverse = false, keep_order = false)` (also `GRUCell`, `SimpleCell`) | `[s, f]` → `[s, features]`, or the final hidden state `[features]` with `return_carry` (Flax returns it beside the outputs); the parameters are the cell's, under its name (`lstm_cell_0.ii.weight`), as in Flax |
 ///   | `x[i]`, `x[-1]` | `[s, ..]` → `[..]`: element `i` of the first axis (the CLS token, the last step) |
 ///   | `swapaxes(x, a, b)` | axes `a` and `b` (counted from the end) exchanged |
+///   | `transpose(x, axes)` | output axis `k` is input axis `axes[k]`, every per-example axis once, counted from the end (`transpose(x, (-1, -2))` on `[s, f]` → `[f, s]`) |
 ///   | `Dropout(rate)` | unchanged; active in `forward_mut` with a tape |
 ///   | `BatchNorm(momentum = 0.99, epsilon = 1e-5)` | `[f]` or `[c, h, w]`, per channel; batch statistics in `forward_mut` with a tape |
 ///   | `LayerNorm(epsilon = 1e-6)` | `[f]` or `[s, f]`, over the last axis |

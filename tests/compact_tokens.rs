@@ -33,14 +33,16 @@ impl Lm {
     }
 }
 
-/// Cross-attention between sequences of different lengths.
+/// Cross-attention between sequences of different lengths (and two
+/// transposes that cancel).
 pub struct Cross;
 
 #[compact]
 impl Cross {
     fn forward(q: Input<5, 8>, kv: Input<7, 6>, mask: Mask<5, 7>) {
         let y = MultiHeadDotProductAttention(num_heads = 2, qkv_features = 8)(q, kv, mask = mask);
-        Dense(3)(swapaxes(y, -1, -2)[-1])
+        let z = transpose(swapaxes(y, -1, -2), (-1, -2));
+        Dense(3)(swapaxes(z, -1, -2)[-1])
     }
 }
 
@@ -109,4 +111,31 @@ fn out_of_range_tokens_are_an_error() {
     let bad: Tensor<Rank2<1, 12>, usize, _> =
         dev.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 100]]);
     assert!(m.try_forward(bad).is_err());
+}
+
+/// `transpose` and `swapaxes` move values as `jnp.transpose` does.
+pub struct Moves;
+
+#[compact]
+impl Moves {
+    fn forward(x: Input<2, 3, 4>) {
+        transpose(x, (-1, -3, -2))
+    }
+}
+
+#[test]
+fn transpose_moves_axes_as_jnp() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Moves, f32>();
+    let x: Tensor<Rank4<1, 2, 3, 4>, f32, _> = dev.tensor_from_vec((0..24).map(|v| v as f32).collect(), Default::default());
+    let y: Tensor<Rank4<1, 4, 2, 3>, f32, _> = m.forward(x);
+    // y[0][k][i][j] = x[0][i][j][k]
+    let (xa, ya) = ((0..24).map(|v| v as f32).collect::<Vec<_>>(), y.array());
+    for i in 0..2 {
+        for j in 0..3 {
+            for k in 0..4 {
+                assert_eq!(ya[0][k][i][j], xa[i * 12 + j * 4 + k]);
+            }
+        }
+    }
 }

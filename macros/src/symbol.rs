@@ -114,6 +114,8 @@ vocabulary! {
         Resize => "resize",
         /// `swapaxes(x, a, b)`
         SwapAxes => "swapaxes",
+        /// `transpose(x, axes)`
+        Transpose => "transpose",
         /// `make_causal_mask(x)`
         MakeCausalMask => "make_causal_mask",
         /// `make_attention_mask(q_tokens, k_tokens)`

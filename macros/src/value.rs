@@ -272,11 +272,11 @@ impl ArgVal {
         }
     }
 
-    /// One axis or a tuple of distinct axes, each as in
-    /// [`axis_from_end`](Self::axis_from_end); sorted.
-    pub fn axes_from_end(&self, rank: usize) -> Result<Vec<usize>> {
+    /// A tuple of distinct axes, each as in
+    /// [`axis_from_end`](Self::axis_from_end), in the order given.
+    pub fn axes_in_order(&self, rank: usize) -> Result<Vec<usize>> {
         let Some(items) = self.val.elems() else {
-            return Ok(vec![self.axis_from_end(rank)?]);
+            return Err(self.err("`axes` is a tuple of axes, e.g. `(-1, -2)`"));
         };
         let mut axes = Vec::new();
         for (k, item) in items.into_iter().enumerate() {
@@ -287,6 +287,16 @@ impl ArgVal {
             }
             axes.push(a);
         }
+        Ok(axes)
+    }
+
+    /// One axis or a tuple of distinct axes, each as in
+    /// [`axis_from_end`](Self::axis_from_end); sorted.
+    pub fn axes_from_end(&self, rank: usize) -> Result<Vec<usize>> {
+        if self.val.elems().is_none() {
+            return Ok(vec![self.axis_from_end(rank)?]);
+        }
+        let mut axes = self.axes_in_order(rank)?;
         axes.sort_unstable();
         Ok(axes)
     }

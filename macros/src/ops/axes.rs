@@ -17,6 +17,29 @@ pub const SWAPAXES: Sig = Sig {
     example: "swapaxes(x, -1, -2)",
 };
 
+pub const TRANSPOSE: Sig = Sig {
+    params: &["axes"],
+    required: &["axes"],
+    example: "transpose(x, (-1, -2))",
+};
+
+/// `transpose(x, axes)`: output axis `k` is input axis `axes[k]`, every
+/// per-example axis once, counted from the end (`transpose(x, (-1, -2))`
+/// swaps the two axes of `[s, f]`; Flax's `jnp.transpose(x, (0, 2, 1))`
+/// names the batch axis too).
+pub fn transpose(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
+    let rank = site.shape.len();
+    let a = b.get("axes")?;
+    let axes = cx.take(a.axes_in_order(rank))?;
+    if axes.len() != rank {
+        cx.error_at(a, format!("`transpose` lists every per-example axis once: {rank} axes here (the batch axis stays first and is not listed), but {} are given", axes.len()));
+        return None;
+    }
+    let out = axes.iter().map(|k| site.shape[*k]).collect();
+    let perm = std::iter::once(0).chain(axes.iter().map(|k| k + 1)).collect();
+    Some((super::Op::Permute(perm), out))
+}
+
 /// `swapaxes(x, a, b)`: the two axes exchanged.
 pub fn swapaxes(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
     let rank = site.shape.len();

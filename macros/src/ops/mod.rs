@@ -70,6 +70,7 @@ enum Family {
     Reshape,
     Resize,
     SwapAxes,
+    Transpose,
     CausalMask,
     AttentionMask,
     CombineMasks,
@@ -104,6 +105,7 @@ fn family(kind: OpKind) -> Family {
         OpKind::Reshape => Family::Reshape,
         OpKind::Resize => Family::Resize,
         OpKind::SwapAxes => Family::SwapAxes,
+        OpKind::Transpose => Family::Transpose,
         OpKind::MakeCausalMask => Family::CausalMask,
         OpKind::MakeAttentionMask => Family::AttentionMask,
         OpKind::CombineMasks => Family::CombineMasks,
@@ -122,6 +124,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         Family::Reshape => &reshape::RESHAPE,
         Family::Resize => &resize::SIG,
         Family::SwapAxes => &axes::SWAPAXES,
+        Family::Transpose => &axes::TRANSPOSE,
         Family::CausalMask => &mask::CAUSAL,
         Family::AttentionMask => &mask::ATTENTION,
         Family::CombineMasks => &mask::COMBINE,
@@ -149,6 +152,7 @@ pub fn check(
         Family::Reshape => reshape::check(b, site, cx),
         Family::Resize => resize::check(b, site, cx),
         Family::SwapAxes => axes::swapaxes(b, site, cx),
+        Family::Transpose => axes::transpose(b, site, cx),
         Family::CausalMask => mask::causal(site, cx),
         Family::AttentionMask => mask::attention(site, cx),
         Family::CombineMasks => mask::combine(site, cx),
@@ -170,7 +174,8 @@ pub fn input_elem(kind: OpKind) -> Option<Elem> {
         | Family::Flatten
         | Family::Reshape
         | Family::Resize
-        | Family::SwapAxes => Some(Elem::Float),
+        | Family::SwapAxes
+        | Family::Transpose => Some(Elem::Float),
     }
 }
 
@@ -187,6 +192,7 @@ pub fn tensor_args(kind: OpKind) -> usize {
         | Family::Reshape
         | Family::Resize
         | Family::SwapAxes
+        | Family::Transpose
         | Family::CausalMask => 1,
     }
 }
@@ -298,7 +304,7 @@ impl Op {
             Op::FlattenImage { .. } => "`flatten`".into(),
             Op::Reshape => "`reshape`".into(),
             Op::Resize(r) => r.doc(),
-            Op::Permute(_) => "`swapaxes`".into(),
+            Op::Permute(_) => "`transpose`".into(),
             Op::Take(i) => format!("`[{i}]`"),
             Op::Mask(m) => m.doc().into(),
         })
