@@ -1,20 +1,36 @@
-//! [`Conv2D`]: Flax's `nn.Conv` as a dfdx module.
+//! [`Conv2D`]: Flax's `nn.Conv` as a dfdx module, and what every
+//! convolution layer shares.
+//!
+//! A plain convolution is the special case of
+//! [`ConvGeneral2D`](super::ConvGeneral2D) with one feature group (`I = C`)
+//! and no dilation (`DH = DW = 1`): [`Conv2D`], [`UnbiasedConv2D`] and
+//! their builders are type aliases of it, so one implementation (geometry
+//! check, initialisation, tensor names, forward) serves both, and the
+//! shorter names that `#[compact]` emits for plain convolutions keep
+//! working. [`conv_layers!`] writes the types and parameter impls that the
+//! general and the transposed convolutions share.
 
-use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
-use dfdx::prelude::*;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::{ConvGeometry, FlaxenDevice, Window2D};
+#[cfg(doc)]
+use super::FlaxenDevice;
+use super::{ConvGeneral2D, UnbiasedConvGeneral2D};
 
 /// Builders of the layers with parameters.
 pub mod builder {
+    use super::super::builder::{ConvGeneral2D, UnbiasedConvGeneral2D};
+
     /// Builds a [`Conv2D`](super::Conv2D) with `dev.build_module::<Conv2D<..>, E>()`.
     ///
     /// The const generics are the whole geometry: `C` input channels, `O`
     /// output channels (features), a `KH x KW` kernel, strides `SH`, `SW`,
     /// padding `PT`/`PB`/`PL`/`PR` (top, bottom, left, right), `H x W`
-    /// input and `OH x OW` output. [`GEOMETRY`](Self::GEOMETRY) checks them.
+    /// input and `OH x OW` output. It is
+    /// [`ConvGeneral2D`] with one group and no dilation, whose
+    /// [`GEOMETRY`](ConvGeneral2D::GEOMETRY) checks them:
+    /// `OH == (H + PT + PB - KH) / SH + 1`, likewise `OW`, strides and sizes
+    /// at least 1, and the kernel no larger than the padded input.
     ///
     /// ```
     /// use dfdx::prelude::*;
@@ -26,9 +42,9 @@ pub mod builder {
     /// let dev: Cpu = Default::default();
     /// let conv = dev.build_module::<Layer, f32>();
     /// let y: Tensor<Rank4<2, 4, 4, 5>, f32, _> = conv.forward(dev.zeros::<Rank4<2, 3, 8, 9>>());
+    /// assert_eq!(Layer::GEOMETRY.groups, 1);
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct Conv2D<
+    pub type Conv2D<
         const C: usize,
         const O: usize,
         const KH: usize,
@@ -43,13 +59,13 @@ pub mod builder {
         const W: usize,
         const OH: usize,
         const OW: usize,
-    >;
+    > = ConvGeneral2D<C, C, O, KH, KW, 1, 1, SH, SW, PT, PB, PL, PR, H, W, OH, OW>;
 
     /// Builds an [`UnbiasedConv2D`](super::UnbiasedConv2D) (Flax's
     /// `Conv(use_bias=False)`) with `dev.build_module::<UnbiasedConv2D<..>, E>()`.
     ///
     /// The const generics are those of [`Conv2D`], and so is the check
-    /// ([`Conv2D::GEOMETRY`]).
+    /// ([`UnbiasedConvGeneral2D::GEOMETRY`]).
     ///
     /// ```
     /// use dfdx::prelude::*;
@@ -62,8 +78,7 @@ pub mod builder {
     /// let conv = dev.build_module::<Layer, f32>();
     /// let y: Tensor<Rank4<2, 4, 4, 4>, f32, _> = conv.forward(dev.zeros::<Rank4<2, 3, 8, 8>>());
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct UnbiasedConv2D<
+    pub type UnbiasedConv2D<
         const C: usize,
         const O: usize,
         const KH: usize,
@@ -78,53 +93,20 @@ pub mod builder {
         const W: usize,
         const OH: usize,
         const OW: usize,
-    >;
-}
-
-impl<
-        const C: usize,
-        const O: usize,
-        const KH: usize,
-        const KW: usize,
-        const SH: usize,
-        const SW: usize,
-        const PT: usize,
-        const PB: usize,
-        const PL: usize,
-        const PR: usize,
-        const H: usize,
-        const W: usize,
-        const OH: usize,
-        const OW: usize,
-    > builder::Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
-{
-    /// The checked geometry. Naming it (`let _ = Conv2D::<..>::GEOMETRY;`
-    /// or `const _: ConvGeometry = ..`) fails to compile, with a message
-    /// that says which rule is broken, when the dimensions are inconsistent:
-    /// `OH == (H + PT + PB - KH) / SH + 1`, likewise `OW`, strides and sizes
-    /// at least 1, and the kernel no larger than the padded input. Building
-    /// and calling the layer name it.
-    pub const GEOMETRY: ConvGeometry = {
-        assert!(C >= 1, "Conv2D needs at least one input channel (C >= 1)");
-        assert!(O >= 1, "Conv2D needs at least one feature (O >= 1)");
-        ConvGeometry {
-            c: C,
-            o: O,
-            win: Window2D::checked([KH, KW], [SH, SW], [PT, PB, PL, PR], [H, W], [OH, OW]),
-            groups: 1,
-        }
-    };
+    > = UnbiasedConvGeneral2D<C, C, O, KH, KW, 1, 1, SH, SW, PT, PB, PL, PR, H, W, OH, OW>;
 }
 
 /// A 2-D convolution with bias, Flax's `nn.Conv` in NCHW layout: input
 /// `(B, C, H, W)`, output `(B, O, OH, OW)`, for any batch dim `B`
-/// (`Const<N>` or `usize`) and with or without a tape.
+/// (`Const<N>` or `usize`), with or without a tape, and through
+/// [`NoInputGrad`].
 ///
-/// The const generics are those of [`builder::Conv2D`], which builds it.
-/// Tensors are named `weight` (OIHW, Flax's HWIO kernel transposed) and
-/// `bias`. Initialisation follows Flax's defaults: `lecun_normal` for the
-/// weight (a normal truncated at two standard deviations and rescaled so
-/// the variance is `1 / fan_in`, `fan_in = C * KH * KW`) and zeros for the
+/// The const generics are those of [`builder::Conv2D`], which builds it;
+/// the layer is [`ConvGeneral2D`] with one group and no dilation. Tensors
+/// are named `weight` (OIHW, Flax's HWIO kernel transposed) and `bias`.
+/// Initialisation follows Flax's defaults: `lecun_normal` for the weight (a
+/// normal truncated at two standard deviations and rescaled so the
+/// variance is `1 / fan_in`, `fan_in = C * KH * KW`) and zeros for the
 /// bias.
 ///
 /// ```
@@ -140,8 +122,7 @@ impl<
 /// let grads = y.sum().backward();
 /// assert_eq!(grads.get(&conv.bias).array(), [75.0, 75.0]);
 /// ```
-#[derive(Debug, Clone)]
-pub struct Conv2D<
+pub type Conv2D<
     const C: usize,
     const O: usize,
     const KH: usize,
@@ -156,17 +137,13 @@ pub struct Conv2D<
     const W: usize,
     const OH: usize,
     const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, C, KH, KW)`.
-    pub weight: Tensor<Rank4<O, C, KH, KW>, E, D>,
-    /// The bias, `(O,)`.
-    pub bias: Tensor<Rank1<O>, E, D>,
-}
+    E,
+    D,
+> = ConvGeneral2D<C, C, O, KH, KW, 1, 1, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
 
 /// A 2-D convolution without bias, Flax's `nn.Conv(use_bias=False)` (as
-/// before a BatchNorm), in NCHW layout: [`Conv2D`] less its `bias`.
+/// before a BatchNorm), in NCHW layout: [`Conv2D`] less its `bias`, that is
+/// [`UnbiasedConvGeneral2D`] with one group and no dilation.
 ///
 /// Built by [`builder::UnbiasedConv2D`], with the same const generics. The
 /// only tensor is `weight` (OIHW, initialised with `lecun_normal` like
@@ -186,8 +163,7 @@ pub struct Conv2D<
 /// let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
 /// assert_eq!(grads.get(&conv.weight).shape(), &(Const::<2>, Const::<1>, Const::<3>, Const::<3>));
 /// ```
-#[derive(Debug, Clone)]
-pub struct UnbiasedConv2D<
+pub type UnbiasedConv2D<
     const C: usize,
     const O: usize,
     const KH: usize,
@@ -202,12 +178,9 @@ pub struct UnbiasedConv2D<
     const W: usize,
     const OH: usize,
     const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, C, KH, KW)`.
-    pub weight: Tensor<Rank4<O, C, KH, KW>, E, D>,
-}
+    E,
+    D,
+> = UnbiasedConvGeneral2D<C, C, O, KH, KW, 1, 1, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
 
 /// Flax's `lecun_normal` (`variance_scaling(1, "fan_in", "truncated_normal")`):
 /// a standard normal truncated to `[-2, 2]`, scaled so that the result has
@@ -217,7 +190,7 @@ pub(super) struct LecunNormal {
     pub(super) fan_in: usize,
 }
 
-impl<E: Dtype> Distribution<E> for LecunNormal {
+impl<E: dfdx::dtypes::Dtype> Distribution<E> for LecunNormal {
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> E {
         // The standard deviation of a standard normal truncated to [-2, 2].
         const TRUNCATED_STD: f64 = 0.879_625_661_034_239_8;
@@ -232,157 +205,11 @@ impl<E: Dtype> Distribution<E> for LecunNormal {
     }
 }
 
-macro_rules! conv_generics {
-    ($($rest:tt)*) => {
-        impl<
-            const C: usize,
-            const O: usize,
-            const KH: usize,
-            const KW: usize,
-            const SH: usize,
-            const SW: usize,
-            const PT: usize,
-            const PB: usize,
-            const PL: usize,
-            const PR: usize,
-            const H: usize,
-            const W: usize,
-            const OH: usize,
-            const OW: usize,
-            $($rest)*
-    };
-}
-type ConvBuilder<
-    const C: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> = builder::Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>;
-
-conv_generics! {
-> builder::UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
-    /// The checked geometry, [`Conv2D::GEOMETRY`](builder::Conv2D::GEOMETRY)
-    /// (the same rules; naming it fails to compile on inconsistent dimensions).
-    pub const GEOMETRY: ConvGeometry =
-        ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY;
-}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Device<E>,
-> BuildOnDevice<D, E> for builder::UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
-where
-    UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>: BuildModule<D, E>,
-{
-    type Built = UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
-    fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
-        let _ = const { Self::GEOMETRY };
-        Self::Built::try_build(device)
-    }
-}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Device<E>,
-> BuildOnDevice<D, E> for builder::Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
-where
-    Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>: BuildModule<D, E>,
-{
-    type Built = Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
-    fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
-        let _ = const { Self::GEOMETRY };
-        Self::Built::try_build(device)
-    }
-}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Storage<E>,
-> NonMutableModule for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Storage<E>,
-> NonMutableModule for UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Device<E>,
-> TensorCollection<E, D> for Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {
-    type To<E2: Dtype, D2: Device<E2>> =
-        Conv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E2, D2>;
-
-    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
-        visitor: &mut V,
-    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-        visitor.visit_fields(
-            (
-                Self::tensor(
-                    "weight",
-                    |s| &s.weight,
-                    |s| &mut s.weight,
-                    TensorOptions::reset_with(|t| {
-                        t.try_fill_with_distr(LecunNormal { fan_in: C * KH * KW })
-                    }),
-                ),
-                Self::tensor(
-                    "bias",
-                    |s| &s.bias,
-                    |s| &mut s.bias,
-                    TensorOptions::reset_with(|t| t.try_fill_with_zeros()),
-                ),
-            ),
-            |(weight, bias)| Conv2D { weight, bias },
-        )
-    }
-}
-}
-
-conv_generics! {
-    E: Dtype,
-    D: Device<E>,
-> TensorCollection<E, D> for UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {
-    type To<E2: Dtype, D2: Device<E2>> =
-        UnbiasedConv2D<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E2, D2>;
-
-    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
-        visitor: &mut V,
-    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-        visitor.visit_fields(
-            Self::tensor(
-                "weight",
-                |s| &s.weight,
-                |s| &mut s.weight,
-                // Flax's `lecun_normal`, as `Conv2D`'s weight.
-                TensorOptions::reset_with(|t| {
-                    t.try_fill_with_distr(LecunNormal { fan_in: C * KH * KW })
-                }),
-            ),
-            |weight| UnbiasedConv2D { weight },
-        )
-    }
-}
-}
-
 /// The network's input batch, marked so that the first layer does not
 /// compute its gradient (training never reads it): `model.forward(NoInputGrad(x))`.
 ///
-/// [`Conv2D`] and [`UnbiasedConv2D`] accept it (through
+/// [`Conv2D`] and [`UnbiasedConv2D`] (and the grouped or dilated
+/// [`ConvGeneral2D`] and [`UnbiasedConvGeneral2D`]) accept it (through
 /// [`FlaxenDevice::try_conv2d_no_input_grad`] and
 /// [`FlaxenDevice::try_conv2d_unbiased_no_input_grad`]) and so does any dfdx
 /// tuple of modules that starts with one. The tape of `x` still carries the
@@ -403,76 +230,141 @@ conv_generics! {
 #[derive(Debug, Clone)]
 pub struct NoInputGrad<T>(pub T);
 
-/// The two `Module` impls of a convolution layer, on an NCHW tensor and on
-/// [`NoInputGrad`] of one: `$plain` and `$no_input_grad` are the
-/// [`FlaxenDevice`] methods they call, with `self.$bias` after the weight
-/// when the layer has a bias. One body for both layers, so [`Conv2D`] and
-/// [`UnbiasedConv2D`] cannot drift apart.
-macro_rules! conv_modules {
-    ($layer:ident, $plain:ident, $no_input_grad:ident $(, $bias:ident)?) => {
-        conv_generics! {
-            B: Dim,
-            E: Dtype,
-            D: FlaxenDevice<E>,
-            T: Tape<E, D>,
-        > Module<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>
-            for $layer<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
-        {
-            type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
-            type Error = D::Err;
+/// A family of convolution layers, a layer with bias and its
+/// `use_bias=False` twin, from one list of const generics `[$g, ..]`
+/// (the general and the transposed convolutions each write one, so that the
+/// biased and unbiased layers, and the two families, cannot drift apart):
+///
+/// - `pub mod builder` with the two builder structs (`$builder` docs);
+/// - the two module structs (`$layer` docs): `weight`, a `Rank4<$k, ..>`,
+///   and on the biased one `bias`, a `Rank1<$o>`;
+/// - the biased builder's `GEOMETRY` (`$geometry`, which checks the const
+///   generics with `assert!`s), the twin builder's (the same value), and a
+///   private `GEOMETRY` on each module for its `Module` impls;
+/// - `BuildOnDevice` (naming `GEOMETRY`, so inconsistent dimensions fail to
+///   compile as soon as a layer is built), `NonMutableModule`, and
+///   `TensorCollection`: `weight` initialised with Flax's `lecun_normal` of
+///   `$fan_in`, `bias` with zeros. These names are the checkpoint keys.
+///
+/// The `Module` impls differ per family and stay with it. The caller
+/// imports what the expansion names (dfdx's prelude, `BuildModule`,
+/// `BuildOnDevice`, `NonMutableModule`, `ConvGeometry`).
+macro_rules! conv_layers {
+    (
+        generics [$($g:ident),*], weight [$($k:ident),*], bias [$o:ident], fan_in $fan_in:expr;
+        $(#[$b_doc:meta])* builder $biased:ident;
+        $(#[$ub_doc:meta])* builder $unbiased:ident;
+        $(#[$l_doc:meta])* layer;
+        $(#[$ul_doc:meta])* unbiased layer;
+        $(#[$g_doc:meta])* GEOMETRY = $geometry:block
+    ) => {
+        /// Builders of the layers with parameters.
+        pub mod builder {
+            $(#[$b_doc])*
+            #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+            pub struct $biased<$(const $g: usize),*>;
 
-            fn try_forward(
-                &self,
-                x: Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>,
-            ) -> Result<Self::Output, D::Err> {
-                let geom = const {
-                    ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
-                };
-                let y_shape = (x.shape().0, Const, Const, Const);
-                let dev = x.device().clone();
-                dev.$plain(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
+            $(#[$ub_doc])*
+            #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+            pub struct $unbiased<$(const $g: usize),*>;
+        }
+
+        $(#[$l_doc])*
+        #[derive(Debug, Clone)]
+        pub struct $biased<$(const $g: usize,)* E: Dtype, D: Storage<E>> {
+            #[doc = concat!("The kernel, `(", stringify!($($k),*), ")`.")]
+            pub weight: Tensor<Rank4<$($k),*>, E, D>,
+            #[doc = concat!("The bias, `(", stringify!($o), ",)`.")]
+            pub bias: Tensor<Rank1<$o>, E, D>,
+        }
+
+        $(#[$ul_doc])*
+        #[derive(Debug, Clone)]
+        pub struct $unbiased<$(const $g: usize,)* E: Dtype, D: Storage<E>> {
+            #[doc = concat!("The kernel, `(", stringify!($($k),*), ")`.")]
+            pub weight: Tensor<Rank4<$($k),*>, E, D>,
+        }
+
+        impl<$(const $g: usize),*> builder::$biased<$($g),*> {
+            $(#[$g_doc])*
+            pub const GEOMETRY: ConvGeometry = $geometry;
+        }
+
+        impl<$(const $g: usize),*> builder::$unbiased<$($g),*> {
+            #[doc = concat!(
+                "The checked geometry, [`", stringify!($biased), "::GEOMETRY`](builder::",
+                stringify!($biased), "::GEOMETRY) (the same rules; naming it fails to compile ",
+                "on inconsistent dimensions)."
+            )]
+            pub const GEOMETRY: ConvGeometry = builder::$biased::<$($g),*>::GEOMETRY;
+        }
+
+        conv_layers!(@params [$($g),*] $biased { bias } fan_in $fan_in);
+        conv_layers!(@params [$($g),*] $unbiased {} fan_in $fan_in);
+    };
+
+    // The builder, `NonMutableModule` and `TensorCollection` impls of one
+    // layer, with a `bias` field or not.
+    (@params [$($g:ident),*] $name:ident { $($bias:ident)? } fan_in $fan_in:expr) => {
+        impl<$(const $g: usize,)* E: Dtype, D: Storage<E>> $name<$($g,)* E, D> {
+            /// The builder's checked geometry, for the `Module` impls.
+            const GEOMETRY: ConvGeometry = builder::$name::<$($g),*>::GEOMETRY;
+        }
+
+        impl<$(const $g: usize,)* E: Dtype, D: Device<E>> BuildOnDevice<D, E>
+            for builder::$name<$($g),*>
+        where
+            $name<$($g,)* E, D>: BuildModule<D, E>,
+        {
+            type Built = $name<$($g,)* E, D>;
+            fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
+                let _ = const { Self::GEOMETRY };
+                Self::Built::try_build(device)
             }
         }
-        }
 
-        conv_generics! {
-            B: Dim,
-            E: Dtype,
-            D: FlaxenDevice<E>,
-            T: Tape<E, D>,
-        > Module<NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>>
-            for $layer<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
+        impl<$(const $g: usize,)* E: Dtype, D: Storage<E>> NonMutableModule for $name<$($g,)* E, D> {}
+
+        impl<$(const $g: usize,)* E: Dtype, D: Device<E>> TensorCollection<E, D>
+            for $name<$($g,)* E, D>
         {
-            type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
-            type Error = D::Err;
+            type To<E2: Dtype, D2: Device<E2>> = $name<$($g,)* E2, D2>;
 
-            fn try_forward(
-                &self,
-                NoInputGrad(x): NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>,
-            ) -> Result<Self::Output, D::Err> {
-                let geom = const {
-                    ConvBuilder::<C, O, KH, KW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
-                };
-                let y_shape = (x.shape().0, Const, Const, Const);
-                let dev = x.device().clone();
-                dev.$no_input_grad(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
+            fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+                visitor: &mut V,
+            ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+                visitor.visit_fields(
+                    (
+                        Self::tensor(
+                            "weight",
+                            |s| &s.weight,
+                            |s| &mut s.weight,
+                            TensorOptions::reset_with(|t| {
+                                t.try_fill_with_distr($crate::layers::conv::LecunNormal {
+                                    fan_in: $fan_in,
+                                })
+                            }),
+                        ),
+                        $(Self::tensor(
+                            stringify!($bias),
+                            |s| &s.$bias,
+                            |s| &mut s.$bias,
+                            TensorOptions::reset_with(|t| t.try_fill_with_zeros()),
+                        ),)?
+                    ),
+                    |(weight, $($bias,)?)| $name { weight, $($bias)? },
+                )
             }
-        }
         }
     };
 }
-
-conv_modules!(Conv2D, try_conv2d, try_conv2d_no_input_grad, bias);
-conv_modules!(
-    UnbiasedConv2D,
-    try_conv2d_unbiased,
-    try_conv2d_unbiased_no_input_grad
-);
+pub(super) use conv_layers;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dfdx::nn::DeviceBuildExt;
+    use dfdx::nn::{DeviceBuildExt, Module};
+    use dfdx::prelude::*;
 
     #[test]
     fn lecun_normal_init_has_flax_statistics() {

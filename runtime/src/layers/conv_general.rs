@@ -1,29 +1,39 @@
-//! [`ConvGeneral2D`]: Flax's `nn.Conv` with `feature_group_count` (grouped
-//! and depthwise convolutions) and `kernel_dilation` as a dfdx module.
+//! [`ConvGeneral2D`]: Flax's `nn.Conv`, with `feature_group_count` (grouped
+//! and depthwise convolutions) and `kernel_dilation`, as a dfdx module: the
+//! one implementation of Flax's convolution, of which
+//! [`Conv2D`](super::Conv2D) (one group, no dilation) is a type alias.
 //!
-//! It runs on the same [`FlaxenDevice`] kernels as [`Conv2D`](super::Conv2D):
-//! the geometry ([`ConvGeometry`]) carries the groups and the dilation, the
-//! CPU's im2col reads dilated cells and multiplies each group's block on its
-//! own. `#[compact]` emits this type only when `feature_group_count` or
-//! `kernel_dilation` is not 1, so plain convolutions keep their shorter type.
+//! The geometry ([`ConvGeometry`]) carries the groups and the dilation; the
+//! [`FlaxenDevice`] kernels read them (the CPU's im2col reads dilated cells
+//! and multiplies each group's block on its own, and takes its plain path
+//! when there is one group and no dilation). `#[compact]` emits this type
+//! only when `feature_group_count` or `kernel_dilation` is not 1, so plain
+//! convolutions keep their shorter type.
 
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
 use dfdx::prelude::*;
 
-use super::conv::LecunNormal;
+use super::conv::conv_layers;
 use super::{ConvGeometry, FlaxenDevice, NoInputGrad, Window2D};
 
-/// Builders of the layers with parameters.
-pub mod builder {
+conv_layers! {
+    generics [C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW],
+    weight [O, I, KH, KW],
+    bias [O],
+    // Flax's fan-in is the kernel's size less its output axis: one group's
+    // channels.
+    fan_in I * KH * KW;
+
     /// Builds a [`ConvGeneral2D`](super::ConvGeneral2D) with
     /// `dev.build_module::<ConvGeneral2D<..>, E>()`.
     ///
     /// The const generics are the whole geometry: `C` input channels, `I =
     /// C / feature_group_count` input channels per group (the weight's
-    /// second axis; `I = 1` is depthwise), `O` output channels (features,
-    /// a multiple of the group count), a `KH x KW` kernel dilated by `DH`,
-    /// `DW`, strides `SH`, `SW`, padding `PT`/`PB`/`PL`/`PR`, `H x W` input
-    /// and `OH x OW` output. [`GEOMETRY`](Self::GEOMETRY) checks them.
+    /// second axis; `I = 1` is depthwise, `I = C` a plain convolution), `O`
+    /// output channels (features, a multiple of the group count), a `KH x
+    /// KW` kernel dilated by `DH`, `DW`, strides `SH`, `SW`, padding
+    /// `PT`/`PB`/`PL`/`PR`, `H x W` input and `OH x OW` output.
+    /// [`GEOMETRY`](Self::GEOMETRY) checks them.
     ///
     /// ```
     /// use dfdx::prelude::*;
@@ -38,26 +48,7 @@ pub mod builder {
     /// assert_eq!(conv.num_trainable_params(), 8 * 1 * 3 * 3 + 8);
     /// let y: Tensor<Rank4<2, 8, 9, 9>, f32, _> = conv.forward(dev.zeros::<Rank4<2, 4, 9, 9>>());
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct ConvGeneral2D<
-        const C: usize,
-        const I: usize,
-        const O: usize,
-        const KH: usize,
-        const KW: usize,
-        const DH: usize,
-        const DW: usize,
-        const SH: usize,
-        const SW: usize,
-        const PT: usize,
-        const PB: usize,
-        const PL: usize,
-        const PR: usize,
-        const H: usize,
-        const W: usize,
-        const OH: usize,
-        const OW: usize,
-    >;
+    builder ConvGeneral2D;
 
     /// Builds an [`UnbiasedConvGeneral2D`](super::UnbiasedConvGeneral2D)
     /// (`use_bias=False`); the const generics and their check are
@@ -75,159 +66,65 @@ pub mod builder {
     /// assert_eq!(conv.num_trainable_params(), 3 * 9);
     /// let y: Tensor<Rank4<1, 3, 4, 4>, f32, _> = conv.forward(dev.zeros::<Rank4<1, 3, 6, 6>>());
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct UnbiasedConvGeneral2D<
-        const C: usize,
-        const I: usize,
-        const O: usize,
-        const KH: usize,
-        const KW: usize,
-        const DH: usize,
-        const DW: usize,
-        const SH: usize,
-        const SW: usize,
-        const PT: usize,
-        const PB: usize,
-        const PL: usize,
-        const PR: usize,
-        const H: usize,
-        const W: usize,
-        const OH: usize,
-        const OW: usize,
-    >;
-}
+    builder UnbiasedConvGeneral2D;
 
-/// Flax's `nn.Conv` with `feature_group_count = C / I` and `kernel_dilation
-/// = (DH, DW)`, with bias, in NCHW layout: input `(B, C, H, W)`, output `(B,
-/// O, OH, OW)` for any batch dim `B`, with or without a tape, and through
-/// [`NoInputGrad`].
-///
-/// Tensors: `weight`, `(O, I, KH, KW)` (Flax's HWIO kernel of shape `(KH,
-/// KW, C / groups, O)` transposed), and `bias`, `(O,)`. Output channel `j`
-/// belongs to group `j / (O / groups)` and reads that group's `I` input
-/// channels. Initialisation is Flax's: `lecun_normal` with fan-in `I * KH *
-/// KW` (the per-group fan-in, as Flax computes it from the kernel's shape)
-/// and zeros for the bias.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::layers::builder;
-///
-/// // Two groups of one channel, a 2x1 kernel dilated by 2 rows, VALID.
-/// type L = builder::ConvGeneral2D<2, 1, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0, 3, 1, 1, 1>;
-/// let dev: Cpu = Default::default();
-/// let mut conv = dev.build_module::<L, f32>();
-/// conv.weight = dev.tensor([[[[1.0], [1.0]]], [[[1.0], [-1.0]]]]);
-/// let x = dev.tensor([[[[1.0], [2.0], [3.0]], [[10.0], [20.0], [30.0]]]]);
-/// // Rows 0 and 2 of each channel: 1 + 3, and 10 - 30.
-/// assert_eq!(conv.forward(x).array(), [[[[4.0]], [[-20.0]]]]);
-/// ```
-#[derive(Debug, Clone)]
-pub struct ConvGeneral2D<
-    const C: usize,
-    const I: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const DH: usize,
-    const DW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, I, KH, KW)`.
-    pub weight: Tensor<Rank4<O, I, KH, KW>, E, D>,
-    /// The bias, `(O,)`.
-    pub bias: Tensor<Rank1<O>, E, D>,
-}
+    /// Flax's `nn.Conv` with `feature_group_count = C / I` and `kernel_dilation
+    /// = (DH, DW)`, with bias, in NCHW layout: input `(B, C, H, W)`, output `(B,
+    /// O, OH, OW)` for any batch dim `B`, with or without a tape, and through
+    /// [`NoInputGrad`].
+    ///
+    /// Tensors: `weight`, `(O, I, KH, KW)` (Flax's HWIO kernel of shape `(KH,
+    /// KW, C / groups, O)` transposed), and `bias`, `(O,)`. Output channel `j`
+    /// belongs to group `j / (O / groups)` and reads that group's `I` input
+    /// channels. Initialisation is Flax's: `lecun_normal` with fan-in `I * KH *
+    /// KW` (the per-group fan-in, as Flax computes it from the kernel's shape)
+    /// and zeros for the bias.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::builder;
+    ///
+    /// // Two groups of one channel, a 2x1 kernel dilated by 2 rows, VALID.
+    /// type L = builder::ConvGeneral2D<2, 1, 2, 2, 1, 2, 1, 1, 1, 0, 0, 0, 0, 3, 1, 1, 1>;
+    /// let dev: Cpu = Default::default();
+    /// let mut conv = dev.build_module::<L, f32>();
+    /// conv.weight = dev.tensor([[[[1.0], [1.0]]], [[[1.0], [-1.0]]]]);
+    /// let x = dev.tensor([[[[1.0], [2.0], [3.0]], [[10.0], [20.0], [30.0]]]]);
+    /// // Rows 0 and 2 of each channel: 1 + 3, and 10 - 30.
+    /// assert_eq!(conv.forward(x).array(), [[[[4.0]], [[-20.0]]]]);
+    /// ```
+    layer;
 
-/// [`ConvGeneral2D`] without bias (Flax's `use_bias=False`): only `weight`,
-/// `(O, I, KH, KW)`, initialised with `lecun_normal` like
-/// [`ConvGeneral2D`]'s.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::layers::{builder, NoInputGrad};
-///
-/// type L = builder::UnbiasedConvGeneral2D<4, 2, 6, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5>;
-/// let dev: Cpu = Default::default();
-/// let conv = dev.build_module::<L, f32>();
-/// let x: Tensor<Rank4<2, 4, 5, 5>, f32, _> = dev.sample_normal();
-/// let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
-/// assert_eq!(grads.get(&conv.weight).shape(), &(Const::<6>, Const::<2>, Const::<3>, Const::<3>));
-/// ```
-#[derive(Debug, Clone)]
-pub struct UnbiasedConvGeneral2D<
-    const C: usize,
-    const I: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const DH: usize,
-    const DW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, I, KH, KW)`.
-    pub weight: Tensor<Rank4<O, I, KH, KW>, E, D>,
-}
+    /// [`ConvGeneral2D`] without bias (Flax's `use_bias=False`): only `weight`,
+    /// `(O, I, KH, KW)`, initialised with `lecun_normal` like
+    /// [`ConvGeneral2D`]'s.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::{builder, NoInputGrad};
+    ///
+    /// type L = builder::UnbiasedConvGeneral2D<4, 2, 6, 3, 3, 1, 2, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5>;
+    /// let dev: Cpu = Default::default();
+    /// let conv = dev.build_module::<L, f32>();
+    /// let x: Tensor<Rank4<2, 4, 5, 5>, f32, _> = dev.sample_normal();
+    /// let grads = conv.forward(NoInputGrad(x.leaky_trace())).sum().backward();
+    /// assert_eq!(grads.get(&conv.weight).shape(), &(Const::<6>, Const::<2>, Const::<3>, Const::<3>));
+    /// ```
+    unbiased layer;
 
-macro_rules! general_generics {
-    ($($rest:tt)*) => {
-        impl<
-            const C: usize,
-            const I: usize,
-            const O: usize,
-            const KH: usize,
-            const KW: usize,
-            const DH: usize,
-            const DW: usize,
-            const SH: usize,
-            const SW: usize,
-            const PT: usize,
-            const PB: usize,
-            const PL: usize,
-            const PR: usize,
-            const H: usize,
-            const W: usize,
-            const OH: usize,
-            const OW: usize,
-            $($rest)*
-    };
-}
-
-general_generics! {
-> builder::ConvGeneral2D<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
-    /// The checked geometry. Naming it fails to compile, with a message
+    /// The checked geometry. Naming it (`let _ = ConvGeneral2D::<..>::GEOMETRY;`
+    /// or `const _: ConvGeometry = ..`) fails to compile, with a message
     /// that says which rule is broken, when the dimensions are inconsistent:
     /// `I` divides `C`, the group count `C / I` divides `O`, dilations and
     /// strides at least 1, the dilated kernel `(KH - 1) * DH + 1` no larger
     /// than the padded input, and `OH`/`OW` as
-    /// [`conv_out_size`](super::conv_out_size) of the dilated kernel.
-    /// Building and calling the layer name it.
-    pub const GEOMETRY: ConvGeometry = {
-        assert!(C >= 1 && I >= 1, "ConvGeneral2D needs at least one input channel (C >= 1, I >= 1)");
+    /// [`conv_out_size`](super::conv_out_size) of the dilated kernel
+    /// (`OH == (H + PT + PB - KH) / SH + 1` without dilation). Building and
+    /// calling the layer name it.
+    GEOMETRY = {
+        assert!(C >= 1 && I >= 1, "a convolution needs at least one input channel (C >= 1, I >= 1)");
         assert!(C.is_multiple_of(I), "I (input channels per group) must divide C (input channels)");
-        assert!(O >= 1, "ConvGeneral2D needs at least one feature (O >= 1)");
+        assert!(O >= 1, "a convolution needs at least one feature (O >= 1)");
         assert!(O.is_multiple_of(C / I), "the group count C / I must divide O (features)");
         ConvGeometry {
             c: C,
@@ -242,105 +139,27 @@ general_generics! {
             ),
             groups: C / I,
         }
-    };
-}
-}
-
-type Builder<
-    const C: usize,
-    const I: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const DH: usize,
-    const DW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> = builder::ConvGeneral2D<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>;
-
-general_generics! {
-> builder::UnbiasedConvGeneral2D<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
-    /// The checked geometry, [`ConvGeneral2D::GEOMETRY`](builder::ConvGeneral2D::GEOMETRY).
-    pub const GEOMETRY: ConvGeometry =
-        Builder::<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY;
-}
+    }
 }
 
-/// The builder, module and tensor-collection impls of one layer: `$name`
-/// (the builder and the module share it), the module's fields after
-/// `weight`, and the device methods of its two `Module` impls.
-macro_rules! general_layer {
+/// The two `Module` impls of one layer, on an NCHW tensor and on
+/// [`NoInputGrad`] of one: `$plain` and `$no_input_grad` are the
+/// [`FlaxenDevice`] methods they call, with `self.$bias` after the weight
+/// when the layer has a bias. One body for the biased and the unbiased
+/// layer, and so for [`Conv2D`](super::Conv2D) and [`UnbiasedConv2D`](super::UnbiasedConv2D) too.
+macro_rules! general_modules {
     ($name:ident { $($bias:ident)? }, $plain:ident, $no_input_grad:ident) => {
-        general_generics! {
-            E: Dtype,
-            D: Device<E>,
-        > BuildOnDevice<D, E> for builder::$name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
-        where
-            $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>: BuildModule<D, E>,
-        {
-            type Built = $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
-            fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
-                let _ = const { Self::GEOMETRY };
-                Self::Built::try_build(device)
-            }
-        }
-        }
-
-        general_generics! {
-            E: Dtype,
-            D: Storage<E>,
-        > NonMutableModule for $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
-        }
-
-        general_generics! {
-            E: Dtype,
-            D: Device<E>,
-        > TensorCollection<E, D> for $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {
-            type To<E2: Dtype, D2: Device<E2>> =
-                $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E2, D2>;
-
-            fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
-                visitor: &mut V,
-            ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-                visitor.visit_fields(
-                    (
-                        Self::tensor(
-                            "weight",
-                            |s| &s.weight,
-                            |s| &mut s.weight,
-                            // Flax's fan-in is the kernel's size less its
-                            // output axis: one group's channels.
-                            TensorOptions::reset_with(|t| {
-                                t.try_fill_with_distr(LecunNormal { fan_in: I * KH * KW })
-                            }),
-                        ),
-                        $(Self::tensor(
-                            stringify!($bias),
-                            |s| &s.$bias,
-                            |s| &mut s.$bias,
-                            TensorOptions::reset_with(|t| t.try_fill_with_zeros()),
-                        ),)?
-                    ),
-                    |(weight, $($bias,)?)| $name { weight, $($bias)? },
-                )
-            }
-        }
-        }
-
-        general_generics! {
-            B: Dim,
-            E: Dtype,
-            D: FlaxenDevice<E>,
-            T: Tape<E, D>,
-        > Module<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>
+        general_modules!(@one $name { $($bias)? }, $plain, X, x => x);
+        general_modules!(@one $name { $($bias)? }, $no_input_grad, NoInputGrad<X>, NoInputGrad(x) => x);
+    };
+    (@one $name:ident { $($bias:ident)? }, $method:ident, $input:ident $(<$x:ident>)?, $pat:pat_param => $v:ident) => {
+        impl<
+            const C: usize, const I: usize, const O: usize, const KH: usize, const KW: usize,
+            const DH: usize, const DW: usize, const SH: usize, const SW: usize,
+            const PT: usize, const PB: usize, const PL: usize, const PR: usize,
+            const H: usize, const W: usize, const OH: usize, const OW: usize,
+            B: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>,
+        > Module<general_modules!(@input $input $(<$x>)?)>
             for $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
         {
             type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
@@ -348,47 +167,22 @@ macro_rules! general_layer {
 
             fn try_forward(
                 &self,
-                x: Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>,
+                $pat: general_modules!(@input $input $(<$x>)?),
             ) -> Result<Self::Output, D::Err> {
-                let geom = const {
-                    Builder::<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
-                };
-                let y_shape = (x.shape().0, Const, Const, Const);
-                let dev = x.device().clone();
-                dev.$plain(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
+                let geom = const { Self::GEOMETRY };
+                let y_shape = ($v.shape().0, Const, Const, Const);
+                let dev = $v.device().clone();
+                dev.$method(&geom, $v, &self.weight, $(&self.$bias,)? y_shape)
             }
-        }
-        }
-
-        general_generics! {
-            B: Dim,
-            E: Dtype,
-            D: FlaxenDevice<E>,
-            T: Tape<E, D>,
-        > Module<NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>>
-            for $name<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
-        {
-            type Output = Tensor<(B, Const<O>, Const<OH>, Const<OW>), E, D, T>;
-            type Error = D::Err;
-
-            fn try_forward(
-                &self,
-                NoInputGrad(x): NoInputGrad<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>,
-            ) -> Result<Self::Output, D::Err> {
-                let geom = const {
-                    Builder::<C, I, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
-                };
-                let y_shape = (x.shape().0, Const, Const, Const);
-                let dev = x.device().clone();
-                dev.$no_input_grad(&geom, x, &self.weight, $(&self.$bias,)? y_shape)
-            }
-        }
         }
     };
+    // The input type: the NCHW tensor `X`, or a wrapper of it.
+    (@input X) => { Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T> };
+    (@input $wrap:ident<X>) => { $wrap<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>> };
 }
 
-general_layer!(ConvGeneral2D { bias }, try_conv2d, try_conv2d_no_input_grad);
-general_layer!(
+general_modules!(ConvGeneral2D { bias }, try_conv2d, try_conv2d_no_input_grad);
+general_modules!(
     UnbiasedConvGeneral2D {},
     try_conv2d_unbiased,
     try_conv2d_unbiased_no_input_grad

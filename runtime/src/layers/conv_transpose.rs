@@ -4,7 +4,7 @@
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
 use dfdx::prelude::*;
 
-use super::conv::LecunNormal;
+use super::conv::conv_layers;
 use super::{dilated_kernel, ConvGeometry, FlaxenDevice, Window2D};
 
 /// `jax.lax.conv_transpose`'s padding `(low, high)` of the stride-dilated
@@ -87,47 +87,30 @@ const fn transposed_window(
     input: [usize; 2],
     output: [usize; 2],
 ) -> Window2D {
-    let [kh, kw] = kernel;
-    let [dh, dw] = dilation;
-    let [sh, sw] = strides;
-    let [pt, pb, pl, pr] = padding;
-    let [h, w] = input;
-    let [oh, ow] = output;
-    assert!(sh >= 1 && sw >= 1, "strides must be at least 1");
-    assert!(kh >= 1 && kw >= 1, "kernel sizes must be at least 1");
-    assert!(dh >= 1 && dw >= 1, "kernel dilations must be at least 1");
-    assert!(
-        h >= 1 && w >= 1,
-        "input height and width must be at least 1"
+    let win = Window2D::unchecked(kernel, dilation, strides, padding, input, output);
+    win.check_sizes();
+    let (eh, ew) = (
+        dilated_kernel(win.kh, win.dh),
+        dilated_kernel(win.kw, win.dw),
     );
     assert!(
-        oh >= 1 && oh == conv_transpose_out_size(h, dilated_kernel(kh, dh), sh, pt, pb),
+        win.oh >= 1 && win.oh == conv_transpose_out_size(win.h, eh, win.sh, win.pt, win.pb),
         "output height must be OH == (H - 1) * SH + 1 + PT + PB - ((KH - 1) * DH + 1) + 1, at least 1"
     );
     assert!(
-        ow >= 1 && ow == conv_transpose_out_size(w, dilated_kernel(kw, dw), sw, pl, pr),
+        win.ow >= 1 && win.ow == conv_transpose_out_size(win.w, ew, win.sw, win.pl, win.pr),
         "output width must be OW == (W - 1) * SW + 1 + PL + PR - ((KW - 1) * DW + 1) + 1, at least 1"
     );
-    Window2D {
-        kh,
-        kw,
-        sh,
-        sw,
-        pt,
-        pb,
-        pl,
-        pr,
-        h,
-        w,
-        oh,
-        ow,
-        dh,
-        dw,
-    }
+    win
 }
 
-/// Builders of the layers with parameters.
-pub mod builder {
+conv_layers! {
+    generics [C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW],
+    weight [O, C, KH, KW],
+    bias [O],
+    // Flax's kernel is `(KH, KW, C, O)`: `C` is its input axis.
+    fan_in C * KH * KW;
+
     /// Builds a [`ConvTranspose2D`](super::ConvTranspose2D) with
     /// `dev.build_module::<ConvTranspose2D<..>, E>()`.
     ///
@@ -149,25 +132,7 @@ pub mod builder {
     /// let up = dev.build_module::<Layer, f32>();
     /// let y: Tensor<Rank4<2, 4, 10, 10>, f32, _> = up.forward(dev.zeros::<Rank4<2, 8, 5, 5>>());
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct ConvTranspose2D<
-        const C: usize,
-        const O: usize,
-        const KH: usize,
-        const KW: usize,
-        const DH: usize,
-        const DW: usize,
-        const SH: usize,
-        const SW: usize,
-        const PT: usize,
-        const PB: usize,
-        const PL: usize,
-        const PR: usize,
-        const H: usize,
-        const W: usize,
-        const OH: usize,
-        const OW: usize,
-    >;
+    builder ConvTranspose2D;
 
     /// Builds an [`UnbiasedConvTranspose2D`](super::UnbiasedConvTranspose2D)
     /// (`use_bias=False`); the const generics and their check are
@@ -183,150 +148,58 @@ pub mod builder {
     /// let up = dev.build_module::<Layer, f32>();
     /// assert_eq!(up.num_trainable_params(), 2 * 3 * 2 * 2);
     /// ```
-    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-    pub struct UnbiasedConvTranspose2D<
-        const C: usize,
-        const O: usize,
-        const KH: usize,
-        const KW: usize,
-        const DH: usize,
-        const DW: usize,
-        const SH: usize,
-        const SW: usize,
-        const PT: usize,
-        const PB: usize,
-        const PL: usize,
-        const PR: usize,
-        const H: usize,
-        const W: usize,
-        const OH: usize,
-        const OW: usize,
-    >;
-}
+    builder UnbiasedConvTranspose2D;
 
-/// Flax's `nn.ConvTranspose` with bias, NCHW: input `(B, C, H, W)`, output
-/// `(B, O, OH, OW)`, for any batch dim `B`, with or without a tape.
-///
-/// `y[o] = bias[o] + sum_c correlate(dilate(x[c], strides), weight[o, c])`
-/// over the dilated input padded as the geometry says: what
-/// `jax.lax.conv_transpose(x, kernel, strides, padding, rhs_dilation)`
-/// computes (the kernel is not flipped, Flax's default
-/// `transpose_kernel=False`). Tensors: `weight`, `(O, C, KH, KW)` (Flax's
-/// `kernel`, `(KH, KW, C, O)`, transposed like [`Conv2D`](super::Conv2D)'s),
-/// and `bias`, `(O,)`. Initialisation is Flax's: `lecun_normal` with
-/// `fan_in = C * KH * KW` (Flax's kernel shape with `C` as its input axis)
-/// and zeros.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::layers::builder;
-///
-/// // 1 -> 1 channel, a 1x2 kernel, stride 2 along the width, VALID.
-/// type L = builder::ConvTranspose2D<1, 1, 1, 2, 1, 1, 1, 2, 0, 0, 1, 1, 1, 2, 1, 4>;
-/// let dev: Cpu = Default::default();
-/// let mut up = dev.build_module::<L, f32>();
-/// up.weight = dev.tensor([[[[1.0, 10.0]]]]);
-/// // Each input cell paints its 1x2 patch of the output.
-/// let y = up.forward(dev.tensor([[[[1.0, 2.0]]]]));
-/// assert_eq!(y.array(), [[[[10.0, 1.0, 20.0, 2.0]]]]);
-/// ```
-#[derive(Debug, Clone)]
-pub struct ConvTranspose2D<
-    const C: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const DH: usize,
-    const DW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, C, KH, KW)`.
-    pub weight: Tensor<Rank4<O, C, KH, KW>, E, D>,
-    /// The bias, `(O,)`.
-    pub bias: Tensor<Rank1<O>, E, D>,
-}
+    /// Flax's `nn.ConvTranspose` with bias, NCHW: input `(B, C, H, W)`, output
+    /// `(B, O, OH, OW)`, for any batch dim `B`, with or without a tape.
+    ///
+    /// `y[o] = bias[o] + sum_c correlate(dilate(x[c], strides), weight[o, c])`
+    /// over the dilated input padded as the geometry says: what
+    /// `jax.lax.conv_transpose(x, kernel, strides, padding, rhs_dilation)`
+    /// computes (the kernel is not flipped, Flax's default
+    /// `transpose_kernel=False`). Tensors: `weight`, `(O, C, KH, KW)` (Flax's
+    /// `kernel`, `(KH, KW, C, O)`, transposed like [`Conv2D`](super::Conv2D)'s),
+    /// and `bias`, `(O,)`. Initialisation is Flax's: `lecun_normal` with
+    /// `fan_in = C * KH * KW` (Flax's kernel shape with `C` as its input axis)
+    /// and zeros.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::builder;
+    ///
+    /// // 1 -> 1 channel, a 1x2 kernel, stride 2 along the width, VALID.
+    /// type L = builder::ConvTranspose2D<1, 1, 1, 2, 1, 1, 1, 2, 0, 0, 1, 1, 1, 2, 1, 4>;
+    /// let dev: Cpu = Default::default();
+    /// let mut up = dev.build_module::<L, f32>();
+    /// up.weight = dev.tensor([[[[1.0, 10.0]]]]);
+    /// // Each input cell paints its 1x2 patch of the output.
+    /// let y = up.forward(dev.tensor([[[[1.0, 2.0]]]]));
+    /// assert_eq!(y.array(), [[[[10.0, 1.0, 20.0, 2.0]]]]);
+    /// ```
+    layer;
 
-/// [`ConvTranspose2D`] without bias (Flax's `use_bias=False`): only
-/// `weight`, `(O, C, KH, KW)`.
-///
-/// ```
-/// use dfdx::prelude::*;
-/// use flaxen_runtime::layers::builder;
-///
-/// type L = builder::UnbiasedConvTranspose2D<2, 3, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 4, 4, 8, 8>;
-/// let dev: Cpu = Default::default();
-/// let up = dev.build_module::<L, f32>();
-/// let x: Tensor<Rank4<1, 2, 4, 4>, f32, _> = dev.sample_normal();
-/// let grads = up.forward(x.leaky_trace()).sum().backward();
-/// assert_eq!(grads.get(&x).shape(), x.shape());
-/// ```
-#[derive(Debug, Clone)]
-pub struct UnbiasedConvTranspose2D<
-    const C: usize,
-    const O: usize,
-    const KH: usize,
-    const KW: usize,
-    const DH: usize,
-    const DW: usize,
-    const SH: usize,
-    const SW: usize,
-    const PT: usize,
-    const PB: usize,
-    const PL: usize,
-    const PR: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    E: Dtype,
-    D: Storage<E>,
-> {
-    /// The kernel, `(O, C, KH, KW)`.
-    pub weight: Tensor<Rank4<O, C, KH, KW>, E, D>,
-}
+    /// [`ConvTranspose2D`] without bias (Flax's `use_bias=False`): only
+    /// `weight`, `(O, C, KH, KW)`.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::builder;
+    ///
+    /// type L = builder::UnbiasedConvTranspose2D<2, 3, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 4, 4, 8, 8>;
+    /// let dev: Cpu = Default::default();
+    /// let up = dev.build_module::<L, f32>();
+    /// let x: Tensor<Rank4<1, 2, 4, 4>, f32, _> = dev.sample_normal();
+    /// let grads = up.forward(x.leaky_trace()).sum().backward();
+    /// assert_eq!(grads.get(&x).shape(), x.shape());
+    /// ```
+    unbiased layer;
 
-macro_rules! transpose_generics {
-    ($($rest:tt)*) => {
-        impl<
-            const C: usize,
-            const O: usize,
-            const KH: usize,
-            const KW: usize,
-            const DH: usize,
-            const DW: usize,
-            const SH: usize,
-            const SW: usize,
-            const PT: usize,
-            const PB: usize,
-            const PL: usize,
-            const PR: usize,
-            const H: usize,
-            const W: usize,
-            const OH: usize,
-            const OW: usize,
-            $($rest)*
-    };
-}
-
-transpose_generics! {
-> builder::ConvTranspose2D<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
     /// The checked geometry (its window is the transposed one: strides
     /// dilate the input, `OH`/`OW` as
     /// [`conv_transpose_out_size`](super::conv_transpose_out_size)). Naming
     /// it fails to compile, saying which rule is broken, on inconsistent
     /// dimensions; building and calling the layer name it.
-    pub const GEOMETRY: ConvGeometry = {
+    GEOMETRY = {
         assert!(C >= 1, "ConvTranspose2D needs at least one input channel (C >= 1)");
         assert!(O >= 1, "ConvTranspose2D needs at least one feature (O >= 1)");
         ConvGeometry {
@@ -342,81 +215,19 @@ transpose_generics! {
             ),
             groups: 1,
         }
-    };
-}
-}
-
-transpose_generics! {
-> builder::UnbiasedConvTranspose2D<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW> {
-    /// The checked geometry, [`ConvTranspose2D::GEOMETRY`](builder::ConvTranspose2D::GEOMETRY).
-    pub const GEOMETRY: ConvGeometry =
-        builder::ConvTranspose2D::<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY;
-}
+    }
 }
 
-/// The builder, module and tensor-collection impls of one layer, `$name`,
-/// with a `bias` field or not.
-macro_rules! transpose_layer {
+/// The `Module` impl of one layer, with a `bias` field or not: both run
+/// [`FlaxenDevice::try_conv_transpose2d`], the bias being optional there.
+macro_rules! transpose_module {
     ($name:ident { $($bias:ident)? }) => {
-        transpose_generics! {
-            E: Dtype,
-            D: Device<E>,
-        > BuildOnDevice<D, E> for builder::$name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>
-        where
-            $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>: BuildModule<D, E>,
-        {
-            type Built = $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>;
-            fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
-                let _ = const { Self::GEOMETRY };
-                Self::Built::try_build(device)
-            }
-        }
-        }
-
-        transpose_generics! {
-            E: Dtype,
-            D: Storage<E>,
-        > NonMutableModule for $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {}
-        }
-
-        transpose_generics! {
-            E: Dtype,
-            D: Device<E>,
-        > TensorCollection<E, D> for $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D> {
-            type To<E2: Dtype, D2: Device<E2>> =
-                $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E2, D2>;
-
-            fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
-                visitor: &mut V,
-            ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-                visitor.visit_fields(
-                    (
-                        Self::tensor(
-                            "weight",
-                            |s| &s.weight,
-                            |s| &mut s.weight,
-                            TensorOptions::reset_with(|t| {
-                                t.try_fill_with_distr(LecunNormal { fan_in: C * KH * KW })
-                            }),
-                        ),
-                        $(Self::tensor(
-                            stringify!($bias),
-                            |s| &s.$bias,
-                            |s| &mut s.$bias,
-                            TensorOptions::reset_with(|t| t.try_fill_with_zeros()),
-                        ),)?
-                    ),
-                    |(weight, $($bias,)?)| $name { weight, $($bias)? },
-                )
-            }
-        }
-        }
-
-        transpose_generics! {
-            B: Dim,
-            E: Dtype,
-            D: FlaxenDevice<E>,
-            T: Tape<E, D>,
+        impl<
+            const C: usize, const O: usize, const KH: usize, const KW: usize,
+            const DH: usize, const DW: usize, const SH: usize, const SW: usize,
+            const PT: usize, const PB: usize, const PL: usize, const PR: usize,
+            const H: usize, const W: usize, const OH: usize, const OW: usize,
+            B: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>,
         > Module<Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>>
             for $name<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW, E, D>
         {
@@ -427,21 +238,18 @@ macro_rules! transpose_layer {
                 &self,
                 x: Tensor<(B, Const<C>, Const<H>, Const<W>), E, D, T>,
             ) -> Result<Self::Output, D::Err> {
-                let geom = const {
-                    builder::ConvTranspose2D::<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>::GEOMETRY
-                };
+                let geom = const { Self::GEOMETRY };
                 let y_shape = (x.shape().0, Const, Const, Const);
                 let dev = x.device().clone();
                 let bias = None::<&Tensor<Rank1<O>, E, D>>$(.or(Some(&self.$bias)))?;
                 dev.try_conv_transpose2d(&geom, x, &self.weight, bias, y_shape)
             }
         }
-        }
     };
 }
 
-transpose_layer!(ConvTranspose2D { bias });
-transpose_layer!(UnbiasedConvTranspose2D {});
+transpose_module!(ConvTranspose2D { bias });
+transpose_module!(UnbiasedConvTranspose2D {});
 
 #[cfg(test)]
 mod tests {

@@ -40,6 +40,9 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
     /// `y = conv2d(x, weight) + bias` with weight in OIHW layout; records
     /// the backward pass (gradients of `x`, `weight` and `bias`) on `x`'s
     /// tape.
+    ///
+    /// The default is the [`composite`](super::composite) path; the CPU
+    /// runs flaxen's im2col + `gemm` kernel for `f32` and `f64`.
     fn try_conv2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Self>>(
         &self,
         geom: &ConvGeometry,
@@ -47,7 +50,9 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         weight: &Tensor<K, E, Self>,
         bias: &Tensor<Bs, E, Self>,
         y_shape: Y,
-    ) -> Result<Tensor<Y, E, Self, T>, Self::Err>;
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        super::composite::try_conv2d(geom, x, weight, bias, y_shape)
+    }
 
     /// [`try_conv2d`](Self::try_conv2d) for an input whose gradient nobody
     /// reads, such as the network's input batch: the backward pass records
@@ -158,6 +163,9 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
 
     /// Pools every one of the `batch * channels` planes of `x` with the
     /// window `win`; records the backward pass on `x`'s tape.
+    ///
+    /// The default is the [`composite`](super::composite) path; the CPU runs
+    /// direct pooling loops for `f32` and `f64`.
     fn try_pool2d<X: Shape, Y: Shape, T: Tape<E, Self>>(
         &self,
         kind: PoolKind,
@@ -165,7 +173,9 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         win: &Window2D,
         x: Tensor<X, E, Self, T>,
         y_shape: Y,
-    ) -> Result<Tensor<Y, E, Self, T>, Self::Err>;
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        super::composite::try_pool2d(kind, channels, win, x, y_shape)
+    }
 
     /// `jax.image.resize` of every `h x w` plane of `x` (`x` holds
     /// `planes * h * w` values, `y_shape` `planes * oh * ow`); records the
@@ -299,33 +309,12 @@ macro_rules! impl_with_cpu_kernels {
 
 impl_with_cpu_kernels!(f32, f64);
 
-// Devices and dtypes without flaxen kernels run the composite path.
+// Devices and dtypes without flaxen kernels run the composite path: every
+// method's default.
 #[allow(unused_macros)]
 macro_rules! impl_composite {
     ($dev:ty: $($e:ty),*) => {$(
-        impl FlaxenDevice<$e> for $dev {
-            fn try_conv2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
-                &self,
-                geom: &ConvGeometry,
-                x: Tensor<X, $e, Self, T>,
-                weight: &Tensor<K, $e, Self>,
-                bias: &Tensor<Bs, $e, Self>,
-                y_shape: Y,
-            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                super::composite::try_conv2d(geom, x, weight, bias, y_shape)
-            }
-
-            fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(
-                &self,
-                kind: PoolKind,
-                channels: usize,
-                win: &Window2D,
-                x: Tensor<X, $e, Self, T>,
-                y_shape: Y,
-            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                super::composite::try_pool2d(kind, channels, win, x, y_shape)
-            }
-        }
+        impl FlaxenDevice<$e> for $dev {}
     )*};
 }
 

@@ -225,20 +225,25 @@ impl Window2D {
         input: [usize; 2],
         output: [usize; 2],
     ) -> Self {
-        let [dh, dw] = dilation;
-        assert!(dh >= 1 && dw >= 1, "kernel dilations must be at least 1");
-        let [kh, kw] = kernel;
+        let win = Self::unchecked(kernel, dilation, strides, padding, input, output);
+        win.check_sizes();
+        let Self {
+            kh,
+            kw,
+            sh,
+            sw,
+            pt,
+            pb,
+            pl,
+            pr,
+            h,
+            w,
+            oh,
+            ow,
+            dh,
+            dw,
+        } = win;
         let (eh, ew) = (dilated_kernel(kh, dh), dilated_kernel(kw, dw));
-        let [sh, sw] = strides;
-        let [pt, pb, pl, pr] = padding;
-        let [h, w] = input;
-        let [oh, ow] = output;
-        assert!(sh >= 1 && sw >= 1, "strides must be at least 1");
-        assert!(kh >= 1 && kw >= 1, "kernel sizes must be at least 1");
-        assert!(
-            h >= 1 && w >= 1,
-            "input height and width must be at least 1"
-        );
         assert!(
             eh <= h + pt + pb,
             "kernel height is larger than the padded input height (KH > H + PT + PB)"
@@ -255,6 +260,20 @@ impl Window2D {
             ow == conv_out_size(w, ew, sw, pl, pr),
             "output width must be OW == (W + PL + PR - KW) / SW + 1"
         );
+        win
+    }
+
+    /// The window with these fields, unchecked: what the checked
+    /// constructors (and the transposed convolution's, whose output rule
+    /// differs) start from.
+    pub(super) const fn unchecked(
+        [kh, kw]: [usize; 2],
+        [dh, dw]: [usize; 2],
+        [sh, sw]: [usize; 2],
+        [pt, pb, pl, pr]: [usize; 4],
+        [h, w]: [usize; 2],
+        [oh, ow]: [usize; 2],
+    ) -> Self {
         Self {
             kh,
             kw,
@@ -271,6 +290,24 @@ impl Window2D {
             dh,
             dw,
         }
+    }
+
+    /// The rules every window obeys, whatever its output rule: dilations,
+    /// strides, kernel and input sizes at least 1.
+    pub(super) const fn check_sizes(&self) {
+        assert!(
+            self.dh >= 1 && self.dw >= 1,
+            "kernel dilations must be at least 1"
+        );
+        assert!(self.sh >= 1 && self.sw >= 1, "strides must be at least 1");
+        assert!(
+            self.kh >= 1 && self.kw >= 1,
+            "kernel sizes must be at least 1"
+        );
+        assert!(
+            self.h >= 1 && self.w >= 1,
+            "input height and width must be at least 1"
+        );
     }
 
     /// `h * w`, the length of one input plane.

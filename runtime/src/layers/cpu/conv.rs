@@ -290,6 +290,44 @@ pub(super) fn backward<E: Elem>(
     (dw, db)
 }
 
+/// The kernels above, as [`conv_on_tape`](super::conv_on_tape) runs them:
+/// the backward pass keeps the patch matrices (or, pointwise, `x`) and the
+/// weight.
+pub(super) struct Kernels;
+
+impl<E: Elem> super::ConvKernels<E> for Kernels {
+    const NAME: &'static str = "conv2d";
+    type Saved = (Scratch<E>, Scratch<E>);
+    type WeightGrad = Scratch<E>;
+
+    fn supports(_: &ConvGeometry) -> bool {
+        true
+    }
+
+    fn forward(
+        geom: &ConvGeometry,
+        batch: usize,
+        x: Scratch<E>,
+        weight: Scratch<E>,
+        bias: Option<&[E]>,
+        keep: bool,
+    ) -> (Vec<E>, Self::Saved) {
+        let (y, cols) = forward(geom, batch, &x, &weight, bias, keep);
+        (y, (cols.unwrap_or(x), weight))
+    }
+
+    fn backward(
+        geom: &ConvGeometry,
+        batch: usize,
+        (cols, weight): &Self::Saved,
+        dy: &[E],
+        dx: Option<&mut [E]>,
+        bias_grad: bool,
+    ) -> (Scratch<E>, Vec<E>) {
+        backward(geom, batch, cols, weight, dy, dx, bias_grad)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
 use super::scratch::Scratch;
-use super::{add_into, chunking, host_vec, Elem};
+use super::{add_into, chunking, Elem};
 use crate::layers::{ConvGeometry, Window2D};
 
 /// The input indices `lo..hi` (of `n`) whose output `i * s + off` lies in
@@ -175,6 +175,48 @@ fn backward<E: Elem>(
     (dw, db)
 }
 
+/// The kernels above, as [`conv_on_tape`](super::conv_on_tape) runs them:
+/// the backward pass keeps `x` and the permuted weight.
+struct Kernels;
+
+impl<E: Elem> super::ConvKernels<E> for Kernels {
+    const NAME: &'static str = "conv_transpose2d";
+    type Saved = (Scratch<E>, Vec<E>);
+    type WeightGrad = Vec<E>;
+
+    fn supports(geom: &ConvGeometry) -> bool {
+        geom.groups == 1
+    }
+
+    fn forward(
+        geom: &ConvGeometry,
+        batch: usize,
+        x: Scratch<E>,
+        weight: Scratch<E>,
+        bias: Option<&[E]>,
+        _keep: bool,
+    ) -> (Vec<E>, Self::Saved) {
+        let wp = permute(geom, &weight, false);
+        drop(weight);
+        let y = forward(geom, batch, &x, &wp, bias);
+        (y, (x, wp))
+    }
+
+    fn backward(
+        geom: &ConvGeometry,
+        batch: usize,
+        (x, wp): &Self::Saved,
+        dy: &[E],
+        dx: Option<&mut [E]>,
+        bias_grad: bool,
+    ) -> (Vec<E>, Vec<E>) {
+        // `conv_transpose2d` always asks for `x`'s gradient.
+        let dx = dx.expect("conv_transpose2d computes the input gradient");
+        let (dwp, db) = backward(geom, batch, x, wp, dy, dx, bias_grad);
+        (permute(geom, &dwp, true), db)
+    }
+}
+
 /// See [`FlaxenDevice::try_conv_transpose2d`](crate::layers::FlaxenDevice::try_conv_transpose2d).
 pub(in crate::layers) fn conv_transpose2d<
     E: Elem,
@@ -191,46 +233,7 @@ pub(in crate::layers) fn conv_transpose2d<
     bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
-    let chw = geom.c * geom.win.in_plane();
-    let numel = x.shape().num_elements();
-    let batch = numel / chw.max(1);
-    assert!(
-        batch * chw == numel
-            && geom.groups == 1
-            && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
-            && weight.shape().num_elements() == geom.o * geom.c * geom.win.window()
-            && bias.is_none_or(|b| b.shape().num_elements() == geom.o),
-        "conv_transpose2d: tensor sizes disagree with {geom:?}"
-    );
-    let x = x.try_contiguous()?;
-    let (x, mut tape) = x.split_tape();
-    let x_ghost = x.ghost();
-    let xs = host_vec(x)?;
-    let wp = permute(geom, &host_vec(weight.clone())?, false);
-    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
-    let ys = forward(geom, batch, &xs, &wp, bs.as_deref());
-    let y = dev.try_tensor_from_vec(ys, y_shape)?;
-    if T::OWNS_TAPE {
-        let (w_ghost, y_ghost) = (weight.ghost(), y.ghost());
-        let b_ghost = bias.map(|b| b.ghost());
-        let geom = *geom;
-        tape.add_backward_op(move |grads| {
-            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = grads.get_or_alloc_mut(&x_ghost)?;
-            let with_bias = b_ghost.is_some();
-            let (dwp, db) = backward(&geom, batch, &xs, &wp, &dy, dx, with_bias);
-            add_into(
-                grads.get_or_alloc_mut(&w_ghost)?,
-                &permute(&geom, &dwp, true),
-            );
-            if let Some(b_ghost) = &b_ghost {
-                add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
-            }
-            **grads.get_or_alloc_mut(&y_ghost)? = dy;
-            Ok(())
-        });
-    }
-    Ok(y.put_tape(tape))
+    super::conv_on_tape::<Kernels, _, _, _, _, _, _>(dev, geom, x, weight, bias, y_shape, true)
 }
 
 #[cfg(test)]

@@ -48,6 +48,108 @@ fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }
 
+/// A convolution's host kernels, as [`conv_on_tape`] runs them: the
+/// convolution's ([`conv`]) and the transposed one's
+/// ([`conv_transpose`]).
+trait ConvKernels<E: Elem> {
+    /// Names the op when the tensors' sizes disagree with the geometry.
+    const NAME: &'static str;
+    /// What the forward pass keeps for the backward one.
+    type Saved: 'static;
+    /// The weight's gradient, in `weight`'s layout.
+    type WeightGrad: std::ops::Deref<Target = [E]>;
+    /// Whether the kernels handle this geometry (its groups).
+    fn supports(geom: &ConvGeometry) -> bool;
+    /// `y` over `batch` examples, and what the backward pass needs (`keep`:
+    /// there will be one).
+    fn forward(
+        geom: &ConvGeometry,
+        batch: usize,
+        x: Scratch<E>,
+        weight: Scratch<E>,
+        bias: Option<&[E]>,
+        keep: bool,
+    ) -> (Vec<E>, Self::Saved);
+    /// Adds `x`'s gradient into `dx` when given, and returns the weight's
+    /// and (when `bias_grad`, else empty) the bias's gradients.
+    fn backward(
+        geom: &ConvGeometry,
+        batch: usize,
+        saved: &Self::Saved,
+        dy: &[E],
+        dx: Option<&mut [E]>,
+        bias_grad: bool,
+    ) -> (Self::WeightGrad, Vec<E>);
+}
+
+/// The tape plumbing of a convolution, one body for [`conv2d`] and
+/// [`conv_transpose2d`]: checks the tensors' sizes against `geom`, reads
+/// them into host buffers, runs `Kn`'s forward kernel and, when `x` has a
+/// tape, records the backward kernel on it (without `input_grad` it leaves
+/// `x`'s gradient alone).
+fn conv_on_tape<Kn, E, X, K, Bs, Y, T>(
+    dev: &Cpu,
+    geom: &ConvGeometry,
+    x: Tensor<X, E, Cpu, T>,
+    weight: &Tensor<K, E, Cpu>,
+    bias: Option<&Tensor<Bs, E, Cpu>>,
+    y_shape: Y,
+    input_grad: bool,
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError>
+where
+    Kn: ConvKernels<E>,
+    E: Elem,
+    X: Shape,
+    K: Shape,
+    Bs: Shape,
+    Y: Shape,
+    T: Tape<E, Cpu>,
+{
+    let chw = geom.c * geom.win.in_plane();
+    let numel = x.shape().num_elements();
+    let batch = numel / chw.max(1);
+    assert!(
+        batch * chw == numel
+            && Kn::supports(geom)
+            && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
+            && weight.shape().num_elements() == geom.o * geom.patch()
+            && bias.is_none_or(|b| b.shape().num_elements() == geom.o),
+        "{}: tensor sizes disagree with {geom:?}",
+        Kn::NAME
+    );
+    // A permuted or broadcast `x` is copied into row-major order on its own
+    // tape, so the gradient reaches its physical layout through dfdx.
+    let x = x.try_contiguous()?;
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let ws = host_vec(weight.clone())?;
+    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
+    let (ys, saved) = Kn::forward(geom, batch, xs, ws, bs.as_deref(), T::OWNS_TAPE);
+    let y = dev.try_tensor_from_vec(ys, y_shape)?;
+    if T::OWNS_TAPE {
+        let (w_ghost, y_ghost) = (weight.ghost(), y.ghost());
+        let b_ghost = bias.map(|b| b.ghost());
+        let geom = *geom;
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let dx = match input_grad {
+                true => Some(&mut grads.get_or_alloc_mut(&x_ghost)?[..]),
+                false => None,
+            };
+            let with_bias = b_ghost.is_some();
+            let (dw, db) = Kn::backward(&geom, batch, &saved, &dy, dx, with_bias);
+            add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
+            if let Some(b_ghost) = &b_ghost {
+                add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
+            }
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
 /// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d);
 /// without `input_grad` the backward pass leaves `x`'s gradient alone
 /// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)),
@@ -62,48 +164,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     y_shape: Y,
     input_grad: bool,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
-    let chw = geom.c * geom.win.in_plane();
-    let numel = x.shape().num_elements();
-    let batch = numel / chw.max(1);
-    assert!(
-        batch * chw == numel
-            && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
-            && weight.shape().num_elements() == geom.o * geom.patch()
-            && bias.is_none_or(|b| b.shape().num_elements() == geom.o),
-        "conv2d: tensor sizes disagree with {geom:?}"
-    );
-    // A permuted or broadcast `x` is copied into row-major order on its own
-    // tape, so the gradient reaches its physical layout through dfdx.
-    let x = x.try_contiguous()?;
-    let (x, mut tape) = x.split_tape();
-    let x_ghost = x.ghost();
-    let xs = host_vec(x)?;
-    let ws = host_vec(weight.clone())?;
-    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
-    let (ys, cols) = conv::forward(geom, batch, &xs, &ws, bs.as_deref(), T::OWNS_TAPE);
-    let y = dev.try_tensor_from_vec(ys, y_shape)?;
-    if T::OWNS_TAPE {
-        let (w_ghost, y_ghost) = (weight.ghost(), y.ghost());
-        let b_ghost = bias.map(|b| b.ghost());
-        let cols = cols.unwrap_or(xs);
-        let geom = *geom;
-        tape.add_backward_op(move |grads| {
-            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = match input_grad {
-                true => Some(&mut grads.get_or_alloc_mut(&x_ghost)?[..]),
-                false => None,
-            };
-            let with_bias = b_ghost.is_some();
-            let (dw, db) = conv::backward(&geom, batch, &cols, &ws, &dy, dx, with_bias);
-            add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
-            if let Some(b_ghost) = &b_ghost {
-                add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
-            }
-            **grads.get_or_alloc_mut(&y_ghost)? = dy;
-            Ok(())
-        });
-    }
-    Ok(y.put_tape(tape))
+    conv_on_tape::<conv::Kernels, _, _, _, _, _, _>(dev, geom, x, weight, bias, y_shape, input_grad)
 }
 
 /// See [`FlaxenDevice::try_dense`](super::FlaxenDevice::try_dense): `x` is
