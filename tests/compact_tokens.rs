@@ -127,7 +127,8 @@ impl Moves {
 fn transpose_moves_axes_as_jnp() {
     let dev: Cpu = Default::default();
     let m = dev.build_module::<Moves, f32>();
-    let x: Tensor<Rank4<1, 2, 3, 4>, f32, _> = dev.tensor_from_vec((0..24).map(|v| v as f32).collect(), Default::default());
+    let x: Tensor<Rank4<1, 2, 3, 4>, f32, _> =
+        dev.tensor_from_vec((0..24).map(|v| v as f32).collect(), Default::default());
     let y: Tensor<Rank4<1, 4, 2, 3>, f32, _> = m.forward(x);
     // y[0][k][i][j] = x[0][i][j][k]
     let (xa, ya) = ((0..24).map(|v| v as f32).collect::<Vec<_>>(), y.array());

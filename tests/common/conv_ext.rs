@@ -8,15 +8,12 @@
 //! 1e-9 in f64 and 1e-4 in f32.
 #![allow(dead_code, unused_macros)]
 
-use flaxen::prelude::*;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
-#[derive(Deserialize)]
-pub struct Arr {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+#[path = "fixture.rs"]
+mod fixture;
+pub use fixture::{assert_flax, cast, Arr};
+use std::collections::BTreeMap;
 
 #[derive(Deserialize)]
 pub struct Case {
@@ -42,28 +39,6 @@ pub struct Fixture {
 pub fn fixture() -> Fixture {
     let text = include_str!("../fixtures/flax_conv_ext.json");
     serde_json::from_str(text).expect("fixture parses")
-}
-
-/// 1e-9 for f64, 1e-4 for narrower types.
-pub fn tol<E>() -> f64 {
-    if std::mem::size_of::<E>() >= 8 {
-        1e-9
-    } else {
-        1e-4
-    }
-}
-
-pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        let tol = tol::<E>() * w.abs().max(1.0);
-        assert!((g - w).abs() <= tol, "{what}[{i}]: got {g}, flax {w}");
-    }
-}
-
-pub fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
 }
 
 /// Flax's `kernel` (HWIO) is flaxen's `weight` (OIHW), and `bias` is `bias`.

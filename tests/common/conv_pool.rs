@@ -7,11 +7,9 @@
 use flaxen::prelude::*;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
-pub struct Arr {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+#[path = "fixture.rs"]
+mod fixture;
+pub use fixture::{cast, Arr};
 
 #[derive(Deserialize)]
 pub struct ConvCase {
@@ -46,18 +44,10 @@ pub fn fixture() -> Fixture {
     serde_json::from_str(text).expect("fixture parses")
 }
 
-/// `|got - flax| <= 1e-4 * max(|flax|, 1)` for every element.
+/// `|got - flax| <= 1e-4 * max(|flax|, 1)` for every element, in every
+/// dtype: these cases are the coarser conv and pool checks.
 pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        let tol = 1e-4 * w.abs().max(1.0);
-        assert!((g - w).abs() <= tol, "{what}[{i}]: got {g}, flax {w}");
-    }
-}
-
-pub fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
+    fixture::assert_within(what, got, want, 1e-4);
 }
 
 // ------------------------------------------------ the fixture's cases

@@ -16,11 +16,9 @@
 use flaxen::prelude::*;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
-pub struct Arr {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+#[path = "fixture.rs"]
+mod fixture;
+pub use fixture::{assert_flax, cast, tensor, Arr};
 
 #[derive(Deserialize)]
 pub struct BnOut {
@@ -93,36 +91,6 @@ pub struct Fixture {
 
 pub fn fixture() -> Fixture {
     serde_json::from_str(include_str!("../fixtures/flax_norm_act.json")).expect("fixture parses")
-}
-
-/// The file's tolerance for `E` (see the module docs).
-pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    let rel = if std::mem::size_of::<E>() == 8 {
-        1e-9
-    } else {
-        1e-4
-    };
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
-        assert!(
-            (g - w).abs() <= rel * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, flax {w}"
-        );
-    }
-}
-
-pub fn cast<E: Dtype>(a: &Arr) -> Vec<E> {
-    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
-}
-
-/// `a` as a tensor of the `Const` shape `S`, which must be `a`'s shape.
-pub fn tensor<S: ConstShape, E: Dtype, D: TensorFromVec<E>>(dev: &D, a: &Arr) -> Tensor<S, E, D> {
-    assert_eq!(
-        S::default().concrete().into_iter().collect::<Vec<_>>(),
-        a.shape
-    );
-    dev.tensor_from_vec(cast(a), S::default())
 }
 
 // ------------------------------------------------------------ the models

@@ -14,11 +14,9 @@
 
 use serde::Deserialize;
 
-#[derive(Deserialize)]
-pub struct Arr {
-    pub shape: Vec<usize>,
-    pub data: Vec<f64>,
-}
+#[path = "fixture.rs"]
+mod fixture;
+pub use fixture::Arr;
 
 #[derive(Deserialize)]
 pub struct Case {

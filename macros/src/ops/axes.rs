@@ -36,7 +36,9 @@ pub fn transpose(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Ve
         return None;
     }
     let out = axes.iter().map(|k| site.shape[*k]).collect();
-    let perm = std::iter::once(0).chain(axes.iter().map(|k| k + 1)).collect();
+    let perm = std::iter::once(0)
+        .chain(axes.iter().map(|k| k + 1))
+        .collect();
     Some((super::Op::Permute(perm), out))
 }
 
