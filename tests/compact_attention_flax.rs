@@ -10,6 +10,9 @@
 //! `max(|flax|, 1)`). The models and checks are in
 //! `tests/common/attention_flax.rs` (shared with the Cuda tests).
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[allow(unused_macros, unused_imports)]
 #[path = "common/norm_act.rs"]
 mod norm_act;

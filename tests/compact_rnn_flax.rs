@@ -6,6 +6,9 @@
 //! the parameter count, f64 within `1e-9` and f32 within `1e-4` (relative to
 //! `max(|flax|, 1)`).
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[allow(unused_macros, unused_imports)]
 #[path = "common/norm_act.rs"]
 mod norm_act;

@@ -33,6 +33,9 @@ use flaxen::runtime::layers::{builder, conv_out_size, AvgPool2D, MaxPool2D};
 
 // ---------------------------------------------------------------- fixtures
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/conv_pool.rs"]
 mod conv_pool;
 

@@ -13,6 +13,9 @@
 
 #[path = "common/cuda.rs"]
 mod cuda_common;
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/resize.rs"]
 #[macro_use]
 mod resize_fixture;

@@ -12,6 +12,9 @@
 //! 4. Flax's default initialisers: the fixture's `var * fan_in` of Flax's
 //!    kernel and flaxen's, with the fan-in flaxen uses.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/conv_ext.rs"]
 #[macro_use]
 mod conv_ext;

@@ -8,6 +8,9 @@
 
 use flaxen::prelude::*;
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/conv_pool.rs"]
 mod conv_pool;
 

@@ -5,6 +5,9 @@
 //! optimizer, and `Dropout`'s semantics. `tests/layers_gradcheck.rs` checks BatchNorm's training-mode
 //! gradients against finite differences.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/norm_act.rs"]
 mod norm_act;
 

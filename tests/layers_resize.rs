@@ -13,6 +13,9 @@
 //!    words, `x.shape` arithmetic, `antialias = false`) on the same jax
 //!    cases, in f64.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/resize.rs"]
 #[macro_use]
 mod resize_fixture;

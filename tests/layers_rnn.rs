@@ -10,6 +10,9 @@
 //! 3. A runtime sequence length (`usize`) gives what the `Const` one gives,
 //!    and a sequence of no steps gives zeros, as Flax's scan over nothing.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[allow(unused_macros, unused_imports)]
 #[path = "common/norm_act.rs"]
 mod norm_act;

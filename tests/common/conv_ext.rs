@@ -10,9 +10,7 @@
 
 use serde::Deserialize;
 
-#[path = "fixture.rs"]
-mod fixture;
-pub use fixture::{assert_flax, cast, Arr};
+pub use crate::fixture::{assert_flax, cast, Arr};
 use std::collections::BTreeMap;
 
 #[derive(Deserialize)]

@@ -7,9 +7,7 @@
 use flaxen::prelude::*;
 use serde::Deserialize;
 
-#[path = "fixture.rs"]
-mod fixture;
-pub use fixture::{cast, Arr};
+pub use crate::fixture::{cast, Arr};
 
 #[derive(Deserialize)]
 pub struct ConvCase {
@@ -47,7 +45,7 @@ pub fn fixture() -> Fixture {
 /// `|got - flax| <= 1e-4 * max(|flax|, 1)` for every element, in every
 /// dtype: these cases are the coarser conv and pool checks.
 pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
-    fixture::assert_within(what, got, want, 1e-4);
+    crate::fixture::assert_within(what, got, want, 1e-4);
 }
 
 // ------------------------------------------------ the fixture's cases

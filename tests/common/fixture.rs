@@ -2,8 +2,10 @@
 //! store it (`Arr`), its values in a dtype, a `Const`-shaped tensor of it,
 //! and the tolerance `|got - want| <= tol * max(|want|, 1)` per element,
 //! `tol` 1e-9 in f64 and 1e-4 in narrower types (inputs rounded to them).
-//! The fixture modules include it with `#[path = "fixture.rs"] mod
-//! fixture;` and re-export what their tests use.
+//! A test that includes a fixture module (`norm_act.rs`, `conv_pool.rs`,
+//! `conv_ext.rs`, `resize.rs`) includes this first, once, with
+//! `#[path = "common/fixture.rs"] mod fixture;`; the fixture modules
+//! re-export what their callers use.
 #![allow(dead_code)]
 
 use flaxen::prelude::*;

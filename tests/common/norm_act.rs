@@ -16,9 +16,7 @@
 use flaxen::prelude::*;
 use serde::Deserialize;
 
-#[path = "fixture.rs"]
-mod fixture;
-pub use fixture::{assert_flax, cast, tensor, Arr};
+pub use crate::fixture::{assert_flax, cast, tensor, Arr};
 
 #[derive(Deserialize)]
 pub struct BnOut {

@@ -14,9 +14,7 @@
 
 use serde::Deserialize;
 
-#[path = "fixture.rs"]
-mod fixture;
-pub use fixture::Arr;
+pub use crate::fixture::Arr;
 
 #[derive(Deserialize)]
 pub struct Case {
