@@ -51,7 +51,8 @@ impl DigitsCnn {
     }
 }
 
-/// The seed CNN exactly as in DESIGN.md, for 28×28 MNIST (`--data-dir`).
+/// The seed CNN as the original Flax example writes it, for 28×28 MNIST
+/// (`--data-dir`).
 pub struct Cnn;
 
 #[compact]

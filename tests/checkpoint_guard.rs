@@ -244,7 +244,7 @@ fn a_checkpoint_without_its_checksum_is_refused() {
     });
     let msg = load_err(&no_crc);
     assert!(msg.contains("the header has no `crc32c` entry"), "{msg}");
-    // ... with a flipped bit as well (the case): still refused.
+    // ... with a flipped bit as well (a reported case): still refused.
     let mut flipped = no_crc.clone();
     let last = flipped.len() - 1;
     flipped[last] ^= 0x04;

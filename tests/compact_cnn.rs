@@ -5,7 +5,7 @@
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{self, AvgPool2D, Flatten2D};
 
-/// The seed CNN (DESIGN.md).
+/// The seed CNN (Conv 32, avg_pool, Conv 64, avg_pool, Dense 256, Dense 10).
 pub struct Cnn;
 
 #[compact]
