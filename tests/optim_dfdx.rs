@@ -1,7 +1,9 @@
 //! flaxen's optimizers against dfdx's own where the configurations coincide.
 //!
 //! Both `adam`s put `eps` outside the square root (Optax's and dfdx's
-//! convention; PyTorch's too), and flaxen runs dfdx's fused kernels, so the
+//! convention; PyTorch's too). With `pytorch_arithmetic(true)` flaxen runs
+//! dfdx's fused Adam kernel (by default it rounds Adam's constants as Optax,
+//! see `tests/optim_optax_exact.rs`), so the
 //! parameters come out bit-for-bit equal: flaxen computes the update
 //! `u = 0 - lr * step` and adds it, dfdx subtracts `lr * step` directly, and
 //! `p + (0 - x) == p - x` exactly in IEEE arithmetic.
@@ -40,7 +42,11 @@ fn adam_equals_dfdx_adam_on_path(fused: bool) {
     let dev: Cpu = Cpu::seed_from_u64(3);
     let mut ours = dev.build_module::<Mlp, f32>();
     let mut theirs = ours.clone();
-    let tx = adam(3e-2).b1(0.8).b2(0.99).eps(1e-7);
+    let tx = adam(3e-2)
+        .b1(0.8)
+        .b2(0.99)
+        .eps(1e-7)
+        .pytorch_arithmetic(true);
     let mut state = tx.init_model(&ours).unwrap();
     let mut opt = Adam::new(
         &theirs,

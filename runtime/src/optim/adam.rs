@@ -1,8 +1,9 @@
 //! `adam` and `adamw` (Optax `adam` / `adamw`).
 
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
-use dfdx::tensor_ops::{AdamConfig, Device, WeightDecay};
+use dfdx::tensor_ops::{AdamConfig, Device, SgdConfig, WeightDecay};
 
+use super::exact::{adam_direction, on_host, AdamConsts};
 use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
@@ -13,9 +14,12 @@ use crate::state::{StateDict, StateError, StateMap};
 /// `m̂ = m / (1 - b1^t)`, `v̂ = v / (1 - b2^t)`.
 ///
 /// `lr` is a constant or a [`Schedule`] evaluated at the update count
-/// (0 for the first update). This runs dfdx's fused Adam kernel, so it is
-/// equal to `dfdx::optim::Adam` with the same `lr`, betas and eps: both put
-/// `eps` outside the square root, like Optax.
+/// (0 for the first update). The arithmetic is Optax's, rounding
+/// included: the moment weights `1 - b` are computed in `f64` and rounded to
+/// the dtype, the bias corrections `1 - b^t` in the dtype (on `Cpu` in
+/// `f32`/`f64`; on other devices and in `f16` the update is dfdx's kernel,
+/// see [`Adam::pytorch_arithmetic`]). `eps` is outside the square root, as
+/// in Optax and PyTorch.
 ///
 /// ```
 /// use flaxen_runtime::optim::adam;
@@ -29,6 +33,7 @@ pub fn adam<L: Schedule>(learning_rate: L) -> Adam<L> {
         b2: 0.999,
         eps: 1e-8,
         weight_decay: 0.0,
+        pytorch: false,
     }
 }
 
@@ -63,6 +68,8 @@ pub struct Adam<L> {
     b2: f64,
     eps: f64,
     weight_decay: f64,
+    /// dfdx's kernel everywhere (PyTorch's rounding of the constants).
+    pytorch: bool,
 }
 
 impl<L> Adam<L> {
@@ -99,10 +106,26 @@ impl<L> Adam<L> {
         self.eps = eps;
         self
     }
+    /// With `true`, every update is dfdx's fused Adam kernel, i.e.
+    /// PyTorch's arithmetic (`torch.optim.Adam`, `dfdx::optim::Adam`): the
+    /// moment weights are `1 - b` computed in the dtype. In `f32` with
+    /// `b2 = 0.999` each step is then ≈6.7e-6 (relative) larger than
+    /// Optax's. The default, `false`, rounds as Optax on host buffers.
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::adam;
+    /// let tx = adam(1e-3).pytorch_arithmetic(true);
+    /// # let _ = tx;
+    /// ```
+    pub fn pytorch_arithmetic(mut self, on: bool) -> Self {
+        self.pytorch = on;
+        self
+    }
 }
 
 /// State of [`Adam`]: the update count and the two moments per leaf,
-/// saved as `{prefix}count`, `{prefix}mu.<leaf>` and `{prefix}nu.<leaf>`.
+/// saved as `{prefix}count`, `{prefix}mu.<leaf>` and `{prefix}nu.<leaf>`
+/// (the same with either arithmetic).
 ///
 /// ```
 /// # use flaxen_runtime::dfdx::prelude::*;
@@ -143,7 +166,12 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
         Ok(AdamState {
             count: 0,
-            buffers: Buffers::new(params, &["mu", "nu"], 0)?,
+            // Optax's arithmetic writes its direction into a third buffer.
+            buffers: Buffers::new(
+                params,
+                &["mu", "nu"],
+                usize::from(!self.pytorch && on_host::<<D as Storage<E>>::Vec>()),
+            )?,
         })
     }
 
@@ -156,7 +184,8 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
         let (lr, kernel) = self.next(state, None);
         let wd = self.weight_decay;
         state.buffers.step(updates, params, &kernel, |i, out| {
-            // Optax adamw: -lr * (direction + wd * params).
+            // Optax adamw: -lr * (direction + wd * params). `out` is zero
+            // in the kernel, so the decay of `params` is added here.
             if wd != 0.0 {
                 out.try_axpy(1.0, &params.leaves()[i], -lr * wd)?;
             }
@@ -196,15 +225,19 @@ impl<L: Schedule> Adam<L> {
                 eps: self.eps,
                 weight_decay,
             },
+            pytorch: self.pytorch,
         };
         (lr, kernel)
     }
 }
 
-/// dfdx's fused Adam kernel at step `t` (1-based, for the bias correction).
+/// Adam at step `t` (1-based, for the bias correction): Optax's direction
+/// then dfdx's SGD kernel on host buffers, dfdx's fused Adam kernel
+/// elsewhere or with `pytorch`.
 struct AdamKernel {
     t: i32,
     cfg: AdamConfig,
+    pytorch: bool,
 }
 
 impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
@@ -214,9 +247,30 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
     ) -> Result<(), D::Err> {
-        let [mu, nu] = moments else {
+        let [mu, nu, rest @ ..] = moments else {
             unreachable!("adam has two moments")
         };
+        if let (false, [dir]) = (self.pytorch, rest) {
+            let consts = AdamConsts {
+                b1: self.cfg.betas[0],
+                b2: self.cfg.betas[1],
+                eps: self.cfg.eps,
+                t: self.t,
+            };
+            if adam_direction(&consts, &mut **mu, &mut **nu, &mut **dir, grad) {
+                // `param -= lr * (dir + wd * param)`: Optax's
+                // `add_decayed_weights` then `scale_by_learning_rate`. With
+                // no momentum the kernel only reads its velocity buffer.
+                let sgd = SgdConfig {
+                    lr: self.cfg.lr,
+                    momentum: None,
+                    weight_decay: self.cfg.weight_decay.map(|wd| match wd {
+                        WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => WeightDecay::L2(wd),
+                    }),
+                };
+                return sgd.try_update(param, mu, dir);
+            }
+        }
         self.cfg.try_update(self.t, param, mu, nu, grad)
     }
 }

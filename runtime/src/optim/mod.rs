@@ -19,7 +19,10 @@
 //!
 //! Every per-parameter computation is a dfdx device op. `sgd`, `adam`,
 //! `adamw` and `rmsprop` run dfdx's fused optimizer kernels (one pass over
-//! the parameter); the other transformations use dfdx tensor ops, and
+//! the parameter); on host buffers (`Cpu`, `f32`/`f64`) `adam` and `adamw`
+//! compute Optax's direction in one host pass instead, since dfdx's kernel
+//! rounds the constants `1 - b` as PyTorch does (see [`Adam::pytorch_arithmetic`]).
+//! The other transformations use dfdx tensor ops, and
 //! `clip_by_global_norm` keeps the norm and the factor as device scalars.
 //! Nothing is copied to the host during an update; only the step count (host
 //! state) feeds the schedules.
@@ -75,6 +78,7 @@
 mod adam;
 mod chain;
 mod clip;
+mod exact;
 mod fused;
 pub(crate) use fused::{load_count, load_counter, save_count, save_counter};
 mod leaves;

@@ -1,0 +1,121 @@
+"""Optax traces at large learning rates for tests/optim_optax_exact.rs.
+
+Writes tests/fixtures/optax_exact.json: for every case, the initial
+parameters, the gradient fed at each of 12 steps (fixed, not recomputed from
+the parameters, so a trace checks the optimizer alone) and the parameters
+after each step. Parameter tree: w (5x3), b (7), shapes with no power of two.
+
+Each case runs in float32 (JAX's default, `jax_enable_x64` off: Optax's
+constants `1 - b` come from Python doubles rounded to f32 and its bias
+corrections `1 - b**t` are computed in f32) and, for the `_f64` cases, in
+float64 with `jax_enable_x64` on. The two precisions run in separate
+processes because x64 is a process-wide JAX switch.
+
+Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
+(the venv at /tmp/h11b-venv): `python tests/python/make_optax_exact.py`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+STEPS = 12
+
+
+def cases(optax):
+    """Name -> Optax transformation; names are matched in the Rust test."""
+    return {
+        "adam_lr5e-2": optax.adam(5e-2),
+        "adam_lr1e-3_b1_0.8_b2_0.99_eps1e-6": optax.adam(1e-3, b1=0.8, b2=0.99, eps=1e-6),
+        "adam_lr0.3": optax.adam(0.3),
+        "adamw_lr5e-2_wd1e-2": optax.adamw(5e-2, weight_decay=1e-2),
+        "adamw_cosine5e-2_12steps_wd1e-4": optax.adamw(
+            optax.cosine_decay_schedule(5e-2, decay_steps=12), weight_decay=1e-4
+        ),
+        "chain_clip0.5_adam2e-2": optax.chain(
+            optax.clip_by_global_norm(0.5), optax.adam(2e-2)
+        ),
+    }
+
+
+def arr(x):
+    x = x.__array__()
+    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
+
+
+def run(dtype_name):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+
+    dtype = {"f32": jnp.float32, "f64": jnp.float64}[dtype_name]
+    out = []
+    for i, (name, tx) in enumerate(cases(optax).items()):
+        rng = np.random.default_rng(1000 + i)
+        params = {
+            "w": jnp.asarray(rng.normal(size=(5, 3)), dtype),
+            "b": jnp.asarray(rng.normal(size=(7,)), dtype),
+        }
+        init = {k: arr(v) for k, v in params.items()}
+        state = tx.init(params)
+        grads_seq, after = [], []
+        for step in range(STEPS):
+            # Mixed magnitudes: the second moment sees both tiny and large
+            # gradients, and a few exact zeros.
+            scale = 10.0 ** rng.integers(-3, 2, size=1)[0]
+            grads = {
+                "w": jnp.asarray(rng.normal(size=(5, 3)) * scale, dtype),
+                "b": jnp.asarray(rng.normal(size=(7,)) * scale, dtype).at[step % 7].set(0),
+            }
+            updates, state = tx.update(grads, state, params)
+            params = optax.apply_updates(params, updates)
+            grads_seq.append({k: arr(v) for k, v in grads.items()})
+            after.append({k: arr(v) for k, v in params.items()})
+        suffix = "" if dtype_name == "f32" else "_f64"
+        out.append(
+            {
+                "name": name + suffix,
+                "dtype": dtype_name,
+                "init": init,
+                "grads": grads_seq,
+                "params_after_each_step": after,
+            }
+        )
+    return out
+
+
+def main():
+    if len(sys.argv) == 2:
+        if sys.argv[1] == "f64":
+            import jax
+
+            jax.config.update("jax_enable_x64", True)
+        json.dump(run(sys.argv[1]), sys.stdout)
+        return
+    import jax
+    import optax
+
+    all_cases = []
+    for dt in ["f32", "f64"]:
+        res = subprocess.run(
+            [sys.executable, __file__, dt], check=True, capture_output=True, text=True
+        )
+        all_cases += json.loads(res.stdout)
+    about = (
+        f"Parameters after each optimizer step, from optax {optax.__version__} "
+        f"(jax {jax.__version__}); see tests/python/make_optax_exact.py. "
+        "Param tree: w (5x3), b (7). f32 cases ran with jax_enable_x64 off, "
+        "_f64 cases with it on."
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "fixtures", "optax_exact.json")
+    with open(path, "w") as f:
+        json.dump({"about": about, "cases": all_cases}, f)
+        f.write("\n")
+    print(f"wrote {len(all_cases)} cases to {path}")
+
+
+if __name__ == "__main__":
+    main()
