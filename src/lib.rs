@@ -360,6 +360,7 @@ pub use flaxen_macros::compact;
 pub use flaxen_macros::scan;
 pub use flaxen_runtime as runtime;
 pub use flaxen_runtime::dfdx;
+pub use flaxen_runtime::interop;
 
 /// Everything needed to write and train a model: dfdx's prelude, the runtime
 /// and the macros.

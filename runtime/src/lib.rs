@@ -9,6 +9,7 @@ pub mod activations;
 pub mod checkpoint;
 pub mod data;
 pub mod guard;
+pub mod interop;
 pub mod layers;
 pub mod logging;
 pub mod losses;

@@ -1,0 +1,422 @@
+//! Flax checkpoints in and out: the variables a Flax user saves with
+//! `flax.serialization.to_bytes({"params": ..., "batch_stats": ...})` (or
+//! `to_bytes(params)`), loaded into a `#[compact]` model, and a model saved
+//! back as bytes that `flax.serialization.from_bytes` reads.
+//!
+//! # Mapping
+//!
+//! A `#[compact]` model names its layers as Flax does, snake-cased, so the
+//! mapping is by name (the twin of `tests/python/flax_keys.py`):
+//!
+//! | Flax | flaxen |
+//! | --- | --- |
+//! | `Conv_0/kernel` (H, W, I, O) | `conv_0.weight` (O, I, H, W) |
+//! | `Dense_0/kernel` (in, out) | `dense_0.weight` (out, in) |
+//! | `EncoderBlock_1/Dense_0/bias` | `encoder_block_1.dense_0.bias` |
+//! | `BatchNorm_0/scale`, `bias`; `batch_stats`' `mean`, `var` | `batch_norm_0.scale`, `bias`, `running_mean`, `running_var` |
+//! | `LayerNorm_0/scale`, `bias` | `layer_norm_0.gamma`, `beta` |
+//! | `SelfAttention_0/query/kernel` (F, H, D); `key`, `value` alike | `self_attention_0.query.weight` (H*D, F); biases (H, D) -> (H*D) |
+//! | `SelfAttention_0/out/kernel` (H, D, O) | `self_attention_0.out.weight` (O, H*D) |
+//! | `Embed_0/embedding` | `embed_0.embedding` |
+//! | `LSTMCell_0/ii/kernel` (in, out) (and every gate of `GRUCell`, `SimpleCell`; `RNN` adds no level) | `lstm_cell_0.ii.weight` (out, in) |
+//!
+//! Loading goes through [`load_module_state`]:
+//! all or nothing, and a missing, extra or mis-shaped tensor is an error
+//! naming it (flaxen's key and Flax's path). Values may be float32,
+//! float64, float16 or bfloat16 in the file; they are converted to the
+//! model's dtype. Saving writes float32 (float64 for an f64 model), so a
+//! round trip is exact.
+//!
+//! Two things the names do not carry: the number of heads of an attention
+//! layer (flaxen keeps its kernels flattened), given to [`save`] through
+//! [`SaveOptions::num_heads`]; and the order of a flatten: Flax flattens
+//! NHWC feature maps, flaxen NCHW ones, so the Dense layer after a flatten
+//! maps one to one only when the Flax model flattens channels first (as
+//! the fixture's model does).
+//!
+//! ```
+//! use flaxen_runtime::dfdx::prelude::*;
+//! use flaxen_runtime::interop::flax;
+//!
+//! let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/flax_interop.msgpack");
+//! let state = flax::read_state::<f32>(&std::fs::read(fixture).unwrap()).unwrap();
+//! assert_eq!(state["dense_0.weight"].shape, [16, 128]); // Flax's kernel is (128, 16)
+//!
+//! // A bare dfdx module's keys (`weight`, `bias`) name no Flax layer.
+//! let dev = Cpu::default();
+//! let model = dev.build_module::<Linear<3, 2>, f32>();
+//! let err = flax::save(&model, &flax::SaveOptions::new()).unwrap_err();
+//! assert!(err.to_string().contains("`bias`"), "{err}");
+//! ```
+
+mod keys;
+mod msgpack;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::{load_module_state, save_module_state};
+use crate::dfdx::nn::tensor_collection::TensorCollection;
+use crate::dfdx::prelude::{Device, Dtype};
+use crate::state::{HostTensor, StateError, StateMap};
+
+use msgpack::{Array, Leaves, Width};
+
+/// Why a Flax checkpoint could not be read, mapped, loaded or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FlaxError {
+    /// The bytes are not one msgpack value (truncated, or not msgpack).
+    #[error("not a Flax checkpoint: {reason}")]
+    Msgpack {
+        /// What the decoder found.
+        reason: String,
+    },
+    /// A value is not what `flax.serialization.to_bytes` writes, or an
+    /// array has an unsupported dtype or the wrong rank for its layer.
+    #[error("Flax tensor `{path}`: {reason}")]
+    Format {
+        /// Flax's path (`Conv_0/kernel`) or flaxen's key.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor of a layer flaxen cannot map (another kind of module, or
+    /// an unknown leaf).
+    #[error("no flaxen mapping for `{path}` (Flax modules: Conv, Dense, BatchNorm, LayerNorm, SelfAttention, Embed, recurrent cells)")]
+    Unmapped {
+        /// Flax's path, or flaxen's key when saving.
+        path: String,
+    },
+    /// The top level holds a collection other than `params` and
+    /// `batch_stats`.
+    #[error("Flax collection `{name}` is not one flaxen loads (only `params` and `batch_stats`)")]
+    Collection {
+        /// The collection.
+        name: String,
+    },
+    /// The file and the model disagree: a tensor missing, extra or of
+    /// another shape. The message names it.
+    #[error("{error} (Flax: `{flax}`)")]
+    Mismatch {
+        /// Which tensor, by flaxen key, and how it differs.
+        error: StateError,
+        /// Its Flax path (`Conv_0/kernel`), as far as it can be told.
+        flax: String,
+    },
+    /// A value does not fit the model's dtype.
+    #[error("Flax tensor `{path}`: value {value} does not fit the model's dtype")]
+    Value {
+        /// Flax's path.
+        path: String,
+        /// The value.
+        value: f64,
+    },
+    /// Saving an attention layer needs its number of heads.
+    #[error("cannot save `{key}`: give the heads of `{module}` with SaveOptions::num_heads")]
+    Heads {
+        /// The tensor.
+        key: String,
+        /// The attention module.
+        module: String,
+    },
+    /// Reading or writing the file failed.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        error: std::io::Error,
+    },
+}
+
+/// What [`save`] needs beyond the model: the number of heads of each
+/// attention layer.
+///
+/// ```
+/// use flaxen_runtime::interop::flax::SaveOptions;
+///
+/// let opts = SaveOptions::new().num_heads("encoder_block_0.self_attention_0", 4);
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SaveOptions {
+    heads: BTreeMap<String, usize>,
+}
+
+impl SaveOptions {
+    /// No attention layers.
+    ///
+    /// ```
+    /// let opts = flaxen_runtime::interop::flax::SaveOptions::new();
+    /// # let _ = opts;
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `module` (the flaxen prefix of an attention layer, e.g.
+    /// `self_attention_0`) has `heads` heads.
+    ///
+    /// ```
+    /// let opts = flaxen_runtime::interop::flax::SaveOptions::new().num_heads("self_attention_0", 2);
+    /// # let _ = opts;
+    /// ```
+    pub fn num_heads(mut self, module: &str, heads: usize) -> Self {
+        self.heads.insert(module.to_owned(), heads);
+        self
+    }
+}
+
+/// The tensors of a Flax checkpoint under flaxen's keys and layouts, with
+/// the Flax path of each key.
+fn read_leaves(bytes: &[u8]) -> Result<(StateMap<f64>, BTreeMap<String, String>), FlaxError> {
+    let leaves = msgpack::decode(bytes)?;
+    // `to_bytes(variables)` has collections on top; `to_bytes(params)` not.
+    let has_collections = leaves
+        .keys()
+        .any(|p| p.first().map(String::as_str) == Some("params"));
+    let mut state = StateMap::new();
+    let mut flax_paths = BTreeMap::new();
+    for (path, a) in leaves {
+        let rest = if has_collections {
+            match path[0].as_str() {
+                "params" | "batch_stats" => &path[1..],
+                other => {
+                    return Err(FlaxError::Collection {
+                        name: other.to_owned(),
+                    })
+                }
+            }
+        } else {
+            &path[..]
+        };
+        let (key, a) = keys::to_flaxen(rest, a)?;
+        let joined = path.join("/");
+        if let Some(first) = flax_paths.insert(key.clone(), joined.clone()) {
+            return Err(FlaxError::Format {
+                path: joined,
+                reason: format!("maps to `{key}`, as `{first}` does"),
+            });
+        }
+        state.insert(
+            key,
+            HostTensor {
+                shape: a.shape,
+                data: a.data,
+            },
+        );
+    }
+    Ok((state, flax_paths))
+}
+
+/// Reads a Flax checkpoint into a [`StateMap`] under flaxen's keys and
+/// layouts, converted to `E`: what [`load`] passes to
+/// [`load_module_state`].
+///
+/// ```
+/// use flaxen_runtime::interop::flax;
+///
+/// let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/flax_interop.msgpack")).unwrap();
+/// let state = flax::read_state::<f32>(&bytes).unwrap();
+/// assert_eq!(state["conv_0.weight"].shape, [8, 1, 3, 3]); // from HWIO (3, 3, 1, 8)
+/// assert!(state.contains_key("batch_norm_0.running_var"));
+/// ```
+pub fn read_state<E: Dtype>(bytes: &[u8]) -> Result<StateMap<E>, FlaxError> {
+    let (state, flax_paths) = read_leaves(bytes)?;
+    convert(state, &flax_paths)
+}
+
+fn convert<E: Dtype>(
+    state: StateMap<f64>,
+    flax_paths: &BTreeMap<String, String>,
+) -> Result<StateMap<E>, FlaxError> {
+    state
+        .into_iter()
+        .map(|(key, t)| {
+            let data = t
+                .data
+                .iter()
+                .map(|&v| {
+                    E::from_f64(v).ok_or_else(|| FlaxError::Value {
+                        path: flax_paths.get(&key).cloned().unwrap_or_else(|| key.clone()),
+                        value: v,
+                    })
+                })
+                .collect::<Result<Vec<E>, _>>()?;
+            Ok((
+                key,
+                HostTensor {
+                    shape: t.shape,
+                    data,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Loads the Flax checkpoint `bytes` into `module`: every tensor of the
+/// model must be in the file with its shape, and nothing else; on `Err`
+/// the model is unchanged.
+///
+/// ```
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::interop::flax;
+///
+/// let dev = Cpu::default();
+/// let mut model = dev.build_module::<Linear<2, 3>, f32>();
+/// let err = flax::load(&mut model, b"\x81").unwrap_err(); // truncated
+/// assert!(matches!(err, flax::FlaxError::Msgpack { .. }));
+/// ```
+pub fn load<E, D, M>(module: &mut M, bytes: &[u8]) -> Result<(), FlaxError>
+where
+    E: Dtype,
+    D: Device<E>,
+    M: TensorCollection<E, D>,
+{
+    let (state, flax_paths) = read_leaves(bytes)?;
+    let state = convert::<E>(state, &flax_paths)?;
+    load_module_state(module, "", &state).map_err(|error| {
+        let key = match &error {
+            StateError::Missing { key }
+            | StateError::Shape { key, .. }
+            | StateError::Invalid { key, .. } => key,
+        };
+        let flax = flax_paths
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| flax_path_of(key));
+        FlaxError::Mismatch { error, flax }
+    })
+}
+
+/// Flax's path of a flaxen key, for messages (`?` where it has none).
+fn flax_path_of(key: &str) -> String {
+    let probe = Array {
+        shape: vec![],
+        data: vec![],
+    };
+    match keys::to_flax(key, probe, |_| Some(1)) {
+        Ok((path, _)) => format!(
+            "{}/{}",
+            keys::collection(key.rsplit('.').next().unwrap_or(key)),
+            path.join("/")
+        ),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+/// [`load`] from a file.
+///
+/// ```no_run
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::interop::flax;
+///
+/// let dev = Cpu::default();
+/// let mut model = dev.build_module::<Linear<2, 3>, f32>();
+/// flax::load_file(&mut model, "params.msgpack").unwrap();
+/// ```
+pub fn load_file<E, D, M>(module: &mut M, path: impl AsRef<Path>) -> Result<(), FlaxError>
+where
+    E: Dtype,
+    D: Device<E>,
+    M: TensorCollection<E, D>,
+{
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|error| FlaxError::Io {
+        path: path.into(),
+        error,
+    })?;
+    load(module, &bytes)
+}
+
+/// `module`'s tensors as the bytes of
+/// `flax.serialization.to_bytes({"params": ..., "batch_stats": ...})`
+/// (no `batch_stats` when the model has no BatchNorm), which
+/// `flax.serialization.from_bytes` reads back.
+///
+/// ```
+/// use flaxen_runtime::interop::flax;
+///
+/// let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/flax_interop.msgpack")).unwrap();
+/// let state = flax::read_state::<f32>(&bytes).unwrap();
+/// let again = flax::write_state(&state, &flax::SaveOptions::new()).unwrap();
+/// assert_eq!(flax::read_state::<f32>(&again).unwrap(), state);
+/// ```
+pub fn write_state<E: Dtype>(
+    state: &StateMap<E>,
+    opts: &SaveOptions,
+) -> Result<Vec<u8>, FlaxError> {
+    let width = if std::mem::size_of::<E>() > 4 {
+        Width::F64
+    } else {
+        Width::F32
+    };
+    let mut leaves = Leaves::new();
+    for (key, t) in state {
+        let data = t
+            .data
+            .iter()
+            .map(|v| v.to_f64().unwrap_or(f64::NAN))
+            .collect();
+        let a = Array {
+            shape: t.shape.clone(),
+            data,
+        };
+        let (path, a) = keys::to_flax(key, a, |m| opts.heads.get(m).copied())?;
+        let leaf = key.rsplit('.').next().unwrap_or(key);
+        let mut full = vec![keys::collection(leaf).to_owned()];
+        full.extend(path);
+        leaves.insert(full, a);
+    }
+    Ok(msgpack::encode(&leaves, width))
+}
+
+/// [`write_state`] of `module`'s tensors.
+///
+/// ```
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::interop::flax;
+///
+/// let dev = Cpu::default();
+/// let model = dev.build_module::<(Linear<2, 3>,), f32>();
+/// // dfdx's tuple index `0` is not a Flax module name.
+/// assert!(flax::save(&model, &flax::SaveOptions::new()).is_err());
+/// ```
+pub fn save<E, D, M>(module: &M, opts: &SaveOptions) -> Result<Vec<u8>, FlaxError>
+where
+    E: Dtype,
+    D: Device<E>,
+    M: TensorCollection<E, D>,
+{
+    let mut state = StateMap::new();
+    save_module_state(module, "", &mut state);
+    write_state(&state, opts)
+}
+
+/// [`save`] to a file, atomically.
+///
+/// ```no_run
+/// use flaxen_runtime::dfdx::prelude::*;
+/// use flaxen_runtime::interop::flax;
+///
+/// # fn demo<M: TensorCollection<f32, Cpu>>(model: &M) {
+/// flax::save_file(model, "params.msgpack", &flax::SaveOptions::new()).unwrap();
+/// # }
+/// ```
+pub fn save_file<E, D, M>(
+    module: &M,
+    path: impl AsRef<Path>,
+    opts: &SaveOptions,
+) -> Result<(), FlaxError>
+where
+    E: Dtype,
+    D: Device<E>,
+    M: TensorCollection<E, D>,
+{
+    let path = path.as_ref();
+    let bytes = save(module, opts)?;
+    crate::checkpoint::write_atomic(path, &bytes).map_err(|error| FlaxError::Io {
+        path: path.into(),
+        error,
+    })
+}

@@ -1,0 +1,263 @@
+//! The msgpack layout of `flax.serialization.to_bytes`: nested maps with
+//! string keys whose leaves are arrays, each an ext value of type 1
+//! (`ndarray`; type 3, `npscalar`, for a NumPy scalar) holding the msgpack
+//! triple `(shape, dtype name, C-order bytes)`. Arrays over 1 GiB are split
+//! by Flax into a `__msgpack_chunked_array__` map, read here too.
+
+use std::collections::BTreeMap;
+
+use rmpv::Value;
+
+use super::FlaxError;
+
+/// Flax's ext type codes (`flax.serialization._MsgpackExtType`).
+const EXT_NDARRAY: i8 = 1;
+const EXT_NPSCALAR: i8 = 3;
+const CHUNKED: &str = "__msgpack_chunked_array__";
+
+/// One array of the tree, its values widened to f64 (exact for the float
+/// types Flax stores).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f64>,
+}
+
+/// Leaves of the tree by path (module names, then the leaf's name).
+pub(crate) type Leaves = BTreeMap<Vec<String>, Array>;
+
+fn corrupt(path: &[String], reason: impl Into<String>) -> FlaxError {
+    FlaxError::Format {
+        path: path.join("/"),
+        reason: reason.into(),
+    }
+}
+
+/// Decodes `bytes` into its leaves; anything but maps of arrays (or
+/// trailing bytes) is an error naming the path.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Leaves, FlaxError> {
+    let mut rest = bytes;
+    let value = rmpv::decode::read_value(&mut rest).map_err(|e| FlaxError::Msgpack {
+        reason: format!("{e} (truncated or not a Flax msgpack file?)"),
+    })?;
+    if !rest.is_empty() {
+        return Err(FlaxError::Msgpack {
+            reason: format!("{} trailing bytes after the tree", rest.len()),
+        });
+    }
+    let mut out = Leaves::new();
+    walk(&value, &mut Vec::new(), &mut out)?;
+    Ok(out)
+}
+
+fn walk(value: &Value, path: &mut Vec<String>, out: &mut Leaves) -> Result<(), FlaxError> {
+    match value {
+        Value::Map(entries) if entries.iter().any(|(k, _)| k.as_str() == Some(CHUNKED)) => {
+            out.insert(path.clone(), unchunk(entries, path)?);
+        }
+        Value::Map(entries) => {
+            for (k, v) in entries {
+                let name = k
+                    .as_str()
+                    .ok_or_else(|| corrupt(path, format!("a map key is not a string: {k}")))?;
+                path.push(name.to_owned());
+                walk(v, path, out)?;
+                path.pop();
+            }
+        }
+        Value::Ext(EXT_NDARRAY | EXT_NPSCALAR, data) => {
+            out.insert(path.clone(), ndarray(data, path)?);
+        }
+        other => {
+            return Err(corrupt(
+                path,
+                format!("is {}, not an array or a map", kind(other)),
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Boolean(_) => "a boolean",
+        Value::Integer(_) | Value::F32(_) | Value::F64(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Binary(_) => "raw bytes",
+        Value::Array(_) => "a list",
+        Value::Map(_) => "a map",
+        Value::Ext(..) => "an unknown ext value",
+    }
+}
+
+/// `(shape, dtype, bytes)` of one ext value.
+fn ndarray(data: &[u8], path: &[String]) -> Result<Array, FlaxError> {
+    let mut rest = data;
+    let triple = rmpv::decode::read_value(&mut rest)
+        .map_err(|e| corrupt(path, format!("unreadable array: {e}")))?;
+    let bad = || corrupt(path, "an array is not (shape, dtype, bytes)");
+    let [shape, dtype, buffer] = triple.as_array().map(Vec::as_slice).ok_or_else(bad)? else {
+        return Err(bad());
+    };
+    let shape = shape
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(bad)?;
+    let dtype = dtype
+        .as_str()
+        .or_else(|| dtype.as_slice().and_then(|s| std::str::from_utf8(s).ok()))
+        .ok_or_else(bad)?;
+    let buffer = buffer.as_slice().ok_or_else(bad)?;
+    let (size, read): (usize, fn(&[u8]) -> f64) = match dtype {
+        "float32" => (4, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
+        "float64" => (8, |b| {
+            f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+        }),
+        "float16" => (2, |b| f16_to_f64(u16::from_le_bytes([b[0], b[1]]))),
+        "bfloat16" => (2, |b| {
+            f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16) as f64
+        }),
+        other => {
+            return Err(corrupt(
+                path,
+                format!("dtype `{other}` is not a float type flaxen loads"),
+            ))
+        }
+    };
+    let count = shape.iter().product::<usize>();
+    if buffer.len() != count * size {
+        return Err(corrupt(
+            path,
+            format!(
+                "{} bytes of {dtype} for shape {shape:?} ({count} values)",
+                buffer.len()
+            ),
+        ));
+    }
+    let data = buffer.chunks_exact(size).map(read).collect();
+    Ok(Array { shape, data })
+}
+
+/// IEEE half to f64 (exact).
+fn f16_to_f64(bits: u16) -> f64 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((bits >> 10) & 0x1f);
+    let frac = f64::from(bits & 0x3ff);
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 if frac == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        e => (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+/// Flax's split form of a huge array: `shape` and `chunks` maps keyed
+/// `"0"`, `"1"`, ...
+fn unchunk(entries: &[(Value, Value)], path: &[String]) -> Result<Array, FlaxError> {
+    let field = |name: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(name))
+            .and_then(|(_, v)| v.as_map())
+            .ok_or_else(|| corrupt(path, format!("chunked array without `{name}`")))
+    };
+    let shape_map = field("shape")?;
+    let shape = (0..shape_map.len())
+        .map(|i| {
+            indexed(shape_map, i, path)?
+                .as_u64()
+                .and_then(|d| usize::try_from(d).ok())
+                .ok_or_else(|| corrupt(path, "chunked array shape is not integers"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let chunks = field("chunks")?;
+    let mut data = Vec::new();
+    for i in 0..chunks.len() {
+        match indexed(chunks, i, path)? {
+            Value::Ext(EXT_NDARRAY, bytes) => data.extend(ndarray(bytes, path)?.data),
+            _ => return Err(corrupt(path, "a chunk is not an array")),
+        }
+    }
+    if data.len() != shape.iter().product::<usize>() {
+        return Err(corrupt(path, "chunks do not fill the shape"));
+    }
+    Ok(Array { shape, data })
+}
+
+/// Entry `"i"` of one of a chunked array's maps.
+fn indexed<'a>(m: &'a [(Value, Value)], i: usize, path: &[String]) -> Result<&'a Value, FlaxError> {
+    let name = i.to_string();
+    m.iter()
+        .find(|(k, _)| k.as_str() == Some(name.as_str()))
+        .map(|(_, v)| v)
+        .ok_or_else(|| corrupt(path, format!("chunked array lacks entry {i}")))
+}
+
+/// How values are written: `float32` (f32 and narrower models: exact) or
+/// `float64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Width {
+    F32,
+    F64,
+}
+
+/// One array as Flax's ext value.
+pub(crate) fn ndarray_value(a: &Array, width: Width) -> Value {
+    let (name, bytes) = match width {
+        Width::F32 => (
+            "float32",
+            a.data
+                .iter()
+                .flat_map(|v| (*v as f32).to_le_bytes())
+                .collect(),
+        ),
+        Width::F64 => (
+            "float64",
+            a.data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+    };
+    let triple = Value::Array(vec![
+        Value::Array(a.shape.iter().map(|&d| Value::from(d as u64)).collect()),
+        Value::from(name),
+        Value::Binary(bytes),
+    ]);
+    let mut buf = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = rmpv::encode::write_value(&mut buf, &triple);
+    Value::Ext(EXT_NDARRAY, buf)
+}
+
+/// A nested map of ext arrays, keys in sorted order.
+pub(crate) fn encode(leaves: &Leaves, width: Width) -> Vec<u8> {
+    #[derive(Default)]
+    struct Node {
+        children: BTreeMap<String, Node>,
+        leaf: Option<Value>,
+    }
+    fn to_value(n: Node) -> Value {
+        match n.leaf {
+            Some(v) => v,
+            None => Value::Map(
+                n.children
+                    .into_iter()
+                    .map(|(k, c)| (Value::from(k), to_value(c)))
+                    .collect(),
+            ),
+        }
+    }
+    let mut root = Node::default();
+    for (path, a) in leaves {
+        let mut node = &mut root;
+        for name in path {
+            node = node.children.entry(name.clone()).or_default();
+        }
+        node.leaf = Some(ndarray_value(a, width));
+    }
+    let mut buf = Vec::new();
+    let _ = rmpv::encode::write_value(&mut buf, &to_value(root));
+    buf
+}

@@ -1,0 +1,178 @@
+//! Flax checkpoints in and out (`flaxen::interop::flax`) against
+//! `tests/fixtures/flax_interop.msgpack`, a small CNN (Conv, BatchNorm,
+//! Dense) trained 5 steps in Flax and saved with
+//! `flax.serialization.to_bytes`, and its logits on a stored batch
+//! (`tests/fixtures/flax_interop.json`); both made by
+//! `tests/python/make_flax_interop.py`.
+
+use flaxen::interop::flax::{self, FlaxError, SaveOptions};
+use flaxen::prelude::*;
+use flaxen::runtime::state::HostTensor;
+
+const FIXTURE: &[u8] = include_bytes!("fixtures/flax_interop.msgpack");
+
+/// The fixture's model, as a Flax user's `Cnn` reads in flaxen.
+pub struct Cnn;
+
+#[compact]
+impl Cnn {
+    fn forward(x: Input<1, 8, 8>) {
+        let x = relu(BatchNorm()(Conv(8, (3, 3))(x)));
+        let x = avg_pool(x, (2, 2), strides = (2, 2));
+        let x = relu(Dense(16)(flatten(x)));
+        Dense(10)(x)
+    }
+}
+
+type Net = <Cnn as BuildOnDevice<Cpu, f32>>::Built;
+
+fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect()
+}
+
+fn state(model: &Net) -> StateMap<f32> {
+    let mut out = StateMap::new();
+    flaxen::runtime::checkpoint::save_module_state(model, "", &mut out);
+    out
+}
+
+#[test]
+fn flax_trained_cnn_gives_flax_logits() {
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<Cnn, f32>();
+    flax::load(&mut model, FIXTURE).unwrap();
+    let f: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/flax_interop.json")).unwrap();
+    let x: Tensor<Rank4<4, 1, 8, 8>, f32, Cpu> = dev.tensor(floats(&f["x"]));
+    let got = model.forward(x).as_vec();
+    let want = floats(&f["logits"]);
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "logit {i}: flaxen {g}, Flax {w}"
+        );
+    }
+}
+
+#[test]
+fn round_trip_through_flax_bytes_is_exact() {
+    let dev = Cpu::default();
+    let mut a = dev.build_module::<Cnn, f32>();
+    flax::load(&mut a, FIXTURE).unwrap();
+    let bytes = flax::save(&a, &SaveOptions::new()).unwrap();
+    // The saved file holds the fixture's values, bit for bit.
+    assert_eq!(
+        flax::read_state::<f32>(&bytes).unwrap(),
+        flax::read_state::<f32>(FIXTURE).unwrap()
+    );
+    let mut b = dev.build_module::<Cnn, f32>();
+    assert_ne!(state(&a), state(&b));
+    flax::load(&mut b, &bytes).unwrap();
+    assert_eq!(state(&a), state(&b));
+    assert_eq!(flax::save(&b, &SaveOptions::new()).unwrap(), bytes);
+}
+
+/// Loads `bytes` into a fresh model, expecting an error; checks that the
+/// model is unchanged and returns the message.
+fn load_err(bytes: &[u8]) -> (FlaxError, String) {
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<Cnn, f32>();
+    let before = state(&model);
+    let err = flax::load(&mut model, bytes).unwrap_err();
+    assert_eq!(
+        state(&model),
+        before,
+        "a failed load left the model changed"
+    );
+    let msg = err.to_string();
+    (err, msg)
+}
+
+fn edited(edit: impl FnOnce(&mut StateMap<f32>)) -> Vec<u8> {
+    let mut s = flax::read_state::<f32>(FIXTURE).unwrap();
+    edit(&mut s);
+    flax::write_state(&s, &SaveOptions::new()).unwrap()
+}
+
+#[test]
+fn truncated_file_is_an_error() {
+    let (err, msg) = load_err(&FIXTURE[..FIXTURE.len() - 10]);
+    assert!(matches!(err, FlaxError::Msgpack { .. }), "{msg}");
+    let (err, msg) = load_err(b"");
+    assert!(matches!(err, FlaxError::Msgpack { .. }), "{msg}");
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let bytes = edited(|s| {
+        s.remove("dense_1.bias");
+    });
+    let (err, msg) = load_err(&bytes);
+    assert!(matches!(err, FlaxError::Mismatch { .. }), "{msg}");
+    assert!(
+        msg.contains("`dense_1.bias`") && msg.contains("params/Dense_1/bias"),
+        "{msg}"
+    );
+    let bytes = edited(|s| {
+        s.remove("batch_norm_0.running_var");
+    });
+    let (_, msg) = load_err(&bytes);
+    assert!(msg.contains("batch_stats/BatchNorm_0/var"), "{msg}");
+}
+
+#[test]
+fn extra_tensor_is_named() {
+    let bytes = edited(|s| {
+        let t = s["dense_1.bias"].clone();
+        s.insert("dense_2.bias".into(), t);
+    });
+    let (err, msg) = load_err(&bytes);
+    assert!(matches!(err, FlaxError::Mismatch { .. }), "{msg}");
+    assert!(
+        msg.contains("`dense_2.bias`") && msg.contains("params/Dense_2/bias"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn wrong_shape_is_named() {
+    let bytes = edited(|s| {
+        let t = s.get_mut("conv_0.weight").unwrap();
+        t.shape = vec![8, 1, 5, 5];
+        t.data = vec![0.0; 200];
+    });
+    let (err, msg) = load_err(&bytes);
+    assert!(matches!(err, FlaxError::Mismatch { .. }), "{msg}");
+    assert!(
+        msg.contains("`conv_0.weight`") && msg.contains("Conv_0/kernel"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("[8, 1, 5, 5]") && msg.contains("[8, 1, 3, 3]"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_layers_and_collections_are_named() {
+    // A Flax module flaxen has no mapping for.
+    let mut s = flax::read_state::<f32>(FIXTURE).unwrap();
+    s.insert(
+        "group_norm_0.scale".into(),
+        HostTensor {
+            shape: vec![1],
+            data: vec![1.0],
+        },
+    );
+    let err = flax::write_state(&s, &SaveOptions::new()).unwrap_err();
+    assert!(err.to_string().contains("group_norm_0.scale"), "{err}");
+    // Not a tree of arrays: a msgpack integer.
+    let (err, msg) = load_err(&[0x2a]);
+    assert!(matches!(err, FlaxError::Format { .. }), "{msg}");
+}
