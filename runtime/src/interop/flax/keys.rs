@@ -72,7 +72,7 @@ fn camel(snake_name: &str) -> String {
 
 /// How a leaf changes on the way in: its flaxen name and layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// Same values, same shape.
     Keep,
     /// Conv kernel HWIO <-> weight OIHW.
@@ -213,15 +213,9 @@ pub(crate) fn to_flaxen(path: &[String], a: Array) -> Result<(String, Array), Fl
     Ok((key.join("."), a))
 }
 
-/// The inverse of [`to_flaxen`]: a flaxen key and array -> the Flax path
-/// (modules, then the leaf) and the array in Flax's layout. `heads` gives
-/// the number of heads of the attention module that owns the key (its
-/// flaxen prefix), which flaxen's flattened kernels do not record.
-pub(crate) fn to_flax(
-    key: &str,
-    a: Array,
-    heads: impl Fn(&str) -> Option<usize>,
-) -> Result<(Vec<String>, Array), FlaxError> {
+/// Flax's path (modules, then the leaf) of a flaxen key, and the layout
+/// of its array: the name half of [`to_flax`].
+pub(crate) fn flax_names(key: &str) -> Result<(Vec<String>, Layout), FlaxError> {
     let unmapped = || FlaxError::Unmapped {
         path: key.to_owned(),
     };
@@ -244,6 +238,22 @@ pub(crate) fn to_flax(
         .iter()
         .find(|(_, n, _)| n == leaf)
         .ok_or_else(unmapped)?;
+    path.push(flax_leaf.to_owned());
+    Ok((path, layout))
+}
+
+/// The inverse of [`to_flaxen`]: a flaxen key and array -> the Flax path
+/// (modules, then the leaf) and the array in Flax's layout. `heads` gives
+/// the number of heads of the attention module that owns the key (its
+/// flaxen prefix), which flaxen's flattened kernels do not record.
+pub(crate) fn to_flax(
+    key: &str,
+    a: Array,
+    heads: impl Fn(&str) -> Option<usize>,
+) -> Result<(Vec<String>, Array), FlaxError> {
+    let (path, layout) = flax_names(key)?;
+    let modules: Vec<&str> = key.split('.').collect();
+    let modules = &modules[..modules.len() - 1];
     let shape_err = |r: usize| FlaxError::Format {
         path: key.to_owned(),
         reason: format!("shape {:?} is not of rank {r}", a.shape),
@@ -284,7 +294,6 @@ pub(crate) fn to_flax(
         Layout::Transpose | Layout::Qkv | Layout::Out => return Err(shape_err(2)),
         Layout::QkvBias => return Err(shape_err(1)),
     };
-    path.push(flax_leaf.to_owned());
     Ok((path, a))
 }
 

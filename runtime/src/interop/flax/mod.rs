@@ -289,20 +289,29 @@ where
     })
 }
 
+/// Flax's path of a flaxen checkpoint key, collection first: the
+/// inverse of the name mapping (layouts aside).
+///
+/// ```
+/// use flaxen_runtime::interop::flax::flax_path;
+///
+/// assert_eq!(flax_path("conv_0.weight").unwrap(), "params/Conv_0/kernel");
+/// assert_eq!(flax_path("batch_norm_1.running_var").unwrap(), "batch_stats/BatchNorm_1/var");
+/// assert_eq!(
+///     flax_path("encoder_block_1.self_attention_0.out.weight").unwrap(),
+///     "params/EncoderBlock_1/SelfAttention_0/out/kernel"
+/// );
+/// assert!(flax_path("0.weight").is_err()); // a dfdx tuple index
+/// ```
+pub fn flax_path(key: &str) -> Result<String, FlaxError> {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    let (path, _) = keys::flax_names(key)?;
+    Ok(format!("{}/{}", keys::collection(leaf), path.join("/")))
+}
+
 /// Flax's path of a flaxen key, for messages (`?` where it has none).
 fn flax_path_of(key: &str) -> String {
-    let probe = Array {
-        shape: vec![],
-        data: vec![],
-    };
-    match keys::to_flax(key, probe, |_| Some(1)) {
-        Ok((path, _)) => format!(
-            "{}/{}",
-            keys::collection(key.rsplit('.').next().unwrap_or(key)),
-            path.join("/")
-        ),
-        Err(_) => "?".to_owned(),
-    }
+    flax_path(key).unwrap_or_else(|_| "?".to_owned())
 }
 
 /// [`load`] from a file.
