@@ -3,14 +3,16 @@
 //! `tests/python/make_optax_exact.py`): 12 steps on a `w` (5x3), `b` (7)
 //! tree, in `f32` and `f64`, reproduced through both apply paths within
 //! 1e-5 (`f32`) and 1e-6 (`f64`) relative, `|got - want| <= rel *
-//! max(|want|, 1e-2)`. These need Optax's rounding of Adam's constants; the
-//! same traces with dfdx's (PyTorch's) arithmetic are printed for
-//! comparison.
+//! max(|want|, 1e-2)`. Adam's traces need Optax's rounding of its
+//! constants; the same traces with dfdx's (PyTorch's) arithmetic are
+//! printed for comparison. rmsprop's need Optax's order (momentum after the
+//! learning rate); XLA's `rsqrt` is within an ulp of the correctly rounded
+//! one flaxen uses, hence its few-ulp differences.
 
 use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::prelude::*;
 use flaxen::runtime::optim::*;
-use flaxen::runtime::schedule::cosine_decay;
+use flaxen::runtime::schedule::{cosine_decay, Schedule};
 use flaxen::runtime::state::{StateDict, StateMap};
 use serde::Deserialize;
 
@@ -121,6 +123,32 @@ where
     worst
 }
 
+/// Optax's `cosine_decay_schedule(5e-2, decay_steps=12)`: flaxen's
+/// `cosine_decay` for `f32` traces; for `f64` traces the same formula in
+/// `f64` (flaxen's schedules compute in `f32`, as Optax does without x64,
+/// which is 1e-7 off a JAX x64 schedule).
+#[derive(Debug, Clone)]
+struct Cosine {
+    f64: bool,
+}
+
+fn cosine(case: &Case) -> Cosine {
+    Cosine {
+        f64: case.dtype == "f64",
+    }
+}
+
+impl Schedule for Cosine {
+    fn value(&self, step: u64) -> f64 {
+        if self.f64 {
+            let t = step.min(12) as f64;
+            5e-2 * (0.5 * (1.0 + (std::f64::consts::PI * t / 12.0).cos()))
+        } else {
+            cosine_decay(5e-2, 12, 0.0).value(step)
+        }
+    }
+}
+
 /// Runs `f` with the transformation named by `case` (exact or PyTorch
 /// arithmetic).
 macro_rules! with_tx {
@@ -144,11 +172,37 @@ macro_rules! with_tx {
                 $body
             }
             "adamw_cosine5e-2_12steps_wd1e-4" => {
-                let $tx = adamw(cosine_decay(5e-2, 12, 0.0), 1e-4).pytorch_arithmetic(pt);
+                let $tx = adamw(cosine(&$case), 1e-4).pytorch_arithmetic(pt);
                 $body
             }
             "chain_clip0.5_adam2e-2" => {
                 let $tx = chain((clip_by_global_norm(0.5), adam(2e-2).pytorch_arithmetic(pt)));
+                $body
+            }
+            // rmsprop has one arithmetic (`pt` is Adam's option).
+            "rmsprop_lr3e-2" => {
+                let $tx = rmsprop(3e-2);
+                $body
+            }
+            "rmsprop_lr1e-2_centered" => {
+                let $tx = rmsprop(1e-2).centered(true);
+                $body
+            }
+            "rmsprop_lr5e-2_momentum0.9" => {
+                let $tx = rmsprop(5e-2).momentum(0.9);
+                $body
+            }
+            "rmsprop_lr5e-2_momentum0.9_nesterov" => {
+                let $tx = rmsprop(5e-2).momentum(0.9).nesterov(true);
+                $body
+            }
+            "rmsprop_cosine5e-2_12steps_decay0.95_eps1e-6_centered_momentum0.5_nesterov" => {
+                let $tx = rmsprop(cosine(&$case))
+                    .decay(0.95)
+                    .eps(1e-6)
+                    .centered(true)
+                    .momentum(0.5)
+                    .nesterov(true);
                 $body
             }
             other => panic!("no flaxen equivalent registered for fixture case {other}"),
@@ -171,7 +225,7 @@ fn fixture() -> Fixture {
 #[test]
 fn every_exact_trace_is_reproduced() {
     let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 12, "a new case needs a line here");
+    assert_eq!(fixture.cases.len(), 22, "a new case needs a line here");
     for case in &fixture.cases {
         let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
         let exact = errors(case, false);
@@ -195,17 +249,11 @@ fn every_exact_trace_is_reproduced() {
 }
 
 /// A state saved after 5 steps and loaded into a fresh one resumes bit for
-/// bit (Optax's arithmetic keeps its direction in an unsaved scratch
-/// buffer, so the saved keys are unchanged).
-#[test]
-fn exact_adam_resumes_bit_for_bit() {
+/// bit, with the saved keys `keys` (the host kernels' scratch buffer is not
+/// saved).
+fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(case: &str, tx: T, keys: &[&str]) {
     let fixture = fixture();
-    let case = fixture
-        .cases
-        .iter()
-        .find(|c| c.name == "adamw_cosine5e-2_12steps_wd1e-4")
-        .unwrap();
-    let tx = adamw(cosine_decay(5e-2, 12, 0.0), 1e-4);
+    let case = fixture.cases.iter().find(|c| c.name == case).unwrap();
     let dev = Cpu::default();
     let mut a = model::<f32>(&dev, &case.init);
     let mut sa = tx.init_model(&a).unwrap();
@@ -216,12 +264,9 @@ fn exact_adam_resumes_bit_for_bit() {
     }
     let mut saved = StateMap::new();
     sa.save_state("opt.", &mut saved);
-    let mut keys: Vec<_> = saved.keys().cloned().collect();
-    keys.sort();
-    assert_eq!(
-        keys,
-        ["opt.count", "opt.mu.b", "opt.mu.w", "opt.nu.b", "opt.nu.w"]
-    );
+    let mut found: Vec<_> = saved.keys().cloned().collect();
+    found.sort();
+    assert_eq!(found, keys);
     let mut b = a.clone();
     let mut sb = tx.init_model(&b).unwrap();
     sb.load_state("opt.", &saved).unwrap();
@@ -233,4 +278,42 @@ fn exact_adam_resumes_bit_for_bit() {
     }
     assert_eq!(a.w.as_vec(), b.w.as_vec());
     assert_eq!(a.b.as_vec(), b.b.as_vec());
+}
+
+#[test]
+fn exact_states_resume_bit_for_bit() {
+    resumes_bit_for_bit(
+        "adamw_cosine5e-2_12steps_wd1e-4",
+        adamw(cosine_decay(5e-2, 12, 0.0), 1e-4),
+        &["opt.count", "opt.mu.b", "opt.mu.w", "opt.nu.b", "opt.nu.w"],
+    );
+    resumes_bit_for_bit(
+        "rmsprop_cosine5e-2_12steps_decay0.95_eps1e-6_centered_momentum0.5_nesterov",
+        rmsprop(cosine_decay(5e-2, 12, 0.0))
+            .decay(0.95)
+            .eps(1e-6)
+            .centered(true)
+            .momentum(0.5)
+            .nesterov(true),
+        &[
+            "opt.count",
+            "opt.mu.b",
+            "opt.mu.w",
+            "opt.nu.b",
+            "opt.nu.w",
+            "opt.trace.b",
+            "opt.trace.w",
+        ],
+    );
+    resumes_bit_for_bit(
+        "rmsprop_lr5e-2_momentum0.9",
+        rmsprop(5e-2).momentum(0.9),
+        &[
+            "opt.count",
+            "opt.nu.b",
+            "opt.nu.w",
+            "opt.trace.b",
+            "opt.trace.w",
+        ],
+    );
 }

@@ -36,6 +36,22 @@ def cases(optax):
         "chain_clip0.5_adam2e-2": optax.chain(
             optax.clip_by_global_norm(0.5), optax.adam(2e-2)
         ),
+        "rmsprop_lr3e-2": optax.rmsprop(3e-2),
+        "rmsprop_lr1e-2_centered": optax.rmsprop(1e-2, centered=True),
+        "rmsprop_lr5e-2_momentum0.9": optax.rmsprop(5e-2, momentum=0.9),
+        "rmsprop_lr5e-2_momentum0.9_nesterov": optax.rmsprop(
+            5e-2, momentum=0.9, nesterov=True
+        ),
+        "rmsprop_cosine5e-2_12steps_decay0.95_eps1e-6_centered_momentum0.5_nesterov": (
+            optax.rmsprop(
+                optax.cosine_decay_schedule(5e-2, decay_steps=12),
+                decay=0.95,
+                eps=1e-6,
+                centered=True,
+                momentum=0.5,
+                nesterov=True,
+            )
+        ),
     }
 
 

@@ -3,7 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{AdamConfig, Device, SgdConfig, WeightDecay};
 
-use super::exact::{adam_direction, on_host, AdamConsts};
+use super::exact::{on_host, run_on_host, AdamConsts};
 use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
@@ -247,30 +247,33 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
     ) -> Result<(), D::Err> {
-        let [mu, nu, rest @ ..] = moments else {
+        let consts = AdamConsts {
+            b1: self.cfg.betas[0],
+            b2: self.cfg.betas[1],
+            eps: self.cfg.eps,
+            t: self.t,
+        };
+        // Three buffers (mu, nu, direction) exactly when the state was
+        // built for the host kernel.
+        if !self.pytorch && moments.len() == 3 && run_on_host(&consts, moments, grad) {
+            let [mu, _, dir] = moments else {
+                unreachable!("three buffers")
+            };
+            // `param -= lr * (dir + wd * param)`: Optax's
+            // `add_decayed_weights` then `scale_by_learning_rate`. With no
+            // momentum the kernel only reads its velocity buffer.
+            let sgd = SgdConfig {
+                lr: self.cfg.lr,
+                momentum: None,
+                weight_decay: self.cfg.weight_decay.map(|wd| match wd {
+                    WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => WeightDecay::L2(wd),
+                }),
+            };
+            return sgd.try_update(param, mu, dir);
+        }
+        let [mu, nu, ..] = moments else {
             unreachable!("adam has two moments")
         };
-        if let (false, [dir]) = (self.pytorch, rest) {
-            let consts = AdamConsts {
-                b1: self.cfg.betas[0],
-                b2: self.cfg.betas[1],
-                eps: self.cfg.eps,
-                t: self.t,
-            };
-            if adam_direction(&consts, &mut **mu, &mut **nu, &mut **dir, grad) {
-                // `param -= lr * (dir + wd * param)`: Optax's
-                // `add_decayed_weights` then `scale_by_learning_rate`. With
-                // no momentum the kernel only reads its velocity buffer.
-                let sgd = SgdConfig {
-                    lr: self.cfg.lr,
-                    momentum: None,
-                    weight_decay: self.cfg.weight_decay.map(|wd| match wd {
-                        WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => WeightDecay::L2(wd),
-                    }),
-                };
-                return sgd.try_update(param, mu, dir);
-            }
-        }
         self.cfg.try_update(self.t, param, mu, nu, grad)
     }
 }

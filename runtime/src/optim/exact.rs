@@ -28,47 +28,88 @@ pub(crate) struct AdamConsts {
     pub(crate) t: i32,
 }
 
-/// Whether [`adam_direction`] runs on buffers of type `V` (the storage of
-/// `Cpu` in `f32` or `f64`), i.e. whether a state needs its direction
-/// buffer.
+/// Whether [`run_on_host`] runs on buffers of type `V` (the storage of
+/// `Cpu` in `f32` or `f64`), i.e. whether a state needs the host kernels'
+/// scratch buffer.
 pub(crate) fn on_host<V: 'static>() -> bool {
     let v = TypeId::of::<V>();
     v == TypeId::of::<<Cpu as Storage<f32>>::Vec>()
         || v == TypeId::of::<<Cpu as Storage<f64>>::Vec>()
 }
 
-/// Updates the moments `mu`, `nu` with `grad` and writes Optax's direction
-/// `m̂ / (sqrt(v̂) + eps)` into `dir`, when the buffers are host memory;
-/// returns `false` (touching nothing) otherwise.
-pub(crate) fn adam_direction<V: 'static>(
-    c: &AdamConsts,
-    mu: &mut V,
-    nu: &mut V,
-    dir: &mut V,
+/// A per-element computation over host slices (moments, scratch) and the
+/// gradient, in any float type.
+pub(crate) trait HostKernel {
+    fn run<F: Float>(&self, bufs: &mut [&mut [F]], grad: &[F]);
+}
+
+/// Dtypes whose `Cpu` buffers [`run_on_host`] can view as slices.
+trait HostFloat: Float + 'static {
+    fn view(v: &dyn Any) -> Option<&[Self]>;
+    fn view_mut(v: &mut dyn Any) -> Option<&mut [Self]>;
+}
+
+// `<Cpu as Storage<F>>::Vec` derefs to `Vec<F>` once `F` is concrete.
+macro_rules! host_float {
+    ($f:ty) => {
+        impl HostFloat for $f {
+            fn view(v: &dyn Any) -> Option<&[Self]> {
+                v.downcast_ref::<<Cpu as Storage<$f>>::Vec>()
+                    .map(|h| h.as_slice())
+            }
+            fn view_mut(v: &mut dyn Any) -> Option<&mut [Self]> {
+                v.downcast_mut::<<Cpu as Storage<$f>>::Vec>()
+                    .map(|h| h.as_mut_slice())
+            }
+        }
+    };
+}
+host_float!(f32);
+host_float!(f64);
+
+fn views<'a, F: HostFloat, V: 'static>(
+    bufs: &'a mut [&mut V],
+    grad: &'a V,
+) -> Option<(Vec<&'a mut [F]>, &'a [F])> {
+    let g = F::view(grad)?;
+    let mut out = Vec::with_capacity(bufs.len());
+    for b in bufs.iter_mut() {
+        out.push(F::view_mut(&mut **b)?);
+    }
+    Some((out, g))
+}
+
+/// Runs `kernel` when `bufs` and `grad` are host buffers (`Cpu`, `f32` or
+/// `f64`); returns `false`, touching nothing, otherwise.
+pub(crate) fn run_on_host<V: 'static, K: HostKernel>(
+    kernel: &K,
+    bufs: &mut [&mut V],
     grad: &V,
 ) -> bool {
-    // `<Cpu as Storage<F>>::Vec` derefs to `Vec<F>` once `F` is concrete.
-    macro_rules! try_dtype {
-        ($f:ty) => {
-            type H = <Cpu as Storage<$f>>::Vec;
-            if let (Some(mu), Some(nu), Some(dir), Some(g)) = (
-                (&mut *mu as &mut dyn Any).downcast_mut::<H>(),
-                (&mut *nu as &mut dyn Any).downcast_mut::<H>(),
-                (&mut *dir as &mut dyn Any).downcast_mut::<H>(),
-                (grad as &dyn Any).downcast_ref::<H>(),
-            ) {
-                adam_host::<$f>(c, mu, nu, dir, g);
-                return true;
-            }
-        };
+    if let Some((mut b, g)) = views::<f32, V>(bufs, grad) {
+        kernel.run(&mut b, g);
+        return true;
     }
-    {
-        try_dtype!(f32);
-    }
-    {
-        try_dtype!(f64);
+    if let Some((mut b, g)) = views::<f64, V>(bufs, grad) {
+        kernel.run(&mut b, g);
+        return true;
     }
     false
+}
+
+/// `x` rounded from `f64` to `F` (hyper-parameters are `f64`, as Python's
+/// floats; Optax's weak types round them on use).
+fn cast<F: Float>(x: f64) -> F {
+    F::from(x).unwrap_or_else(F::nan)
+}
+
+impl HostKernel for AdamConsts {
+    /// `bufs`: `mu`, `nu`, and the direction's output.
+    fn run<F: Float>(&self, bufs: &mut [&mut [F]], g: &[F]) {
+        if let [mu, nu, dir] = bufs {
+            adam_host(self, mu, nu, dir, g);
+        }
+    }
 }
 
 /// Optax's `scale_by_adam` (eps_root = 0, no Nesterov) on host slices:
@@ -77,19 +118,82 @@ pub(crate) fn adam_direction<V: 'static>(
 /// rounded from `f64` and the bias corrections computed in `F` (as Optax
 /// does in `f32` without `jax_enable_x64`).
 fn adam_host<F: Float>(c: &AdamConsts, mu: &mut [F], nu: &mut [F], dir: &mut [F], g: &[F]) {
-    let cast = |x: f64| F::from(x).unwrap_or_else(F::nan);
-    let (b1, b2) = (cast(c.b1), cast(c.b2));
-    let (w1, w2) = (cast(1.0 - c.b1), cast(1.0 - c.b2));
+    let (b1, b2): (F, F) = (cast(c.b1), cast(c.b2));
+    let (w1, w2): (F, F) = (cast(1.0 - c.b1), cast(1.0 - c.b2));
     // `b^t` as a correctly rounded power of the rounded `b`: XLA's `pow`
     // agrees with it where `powi`'s repeated products drift by an ulp, and
     // `1 - b2^t` turns that ulp into 3e-5 (relative) at t = 2.
     let pow = |b: F| cast(b.to_f64().unwrap_or(f64::NAN).powf(f64::from(c.t)));
     let bc1 = F::one() - pow(b1);
     let bc2 = F::one() - pow(b2);
-    let eps = cast(c.eps);
+    let eps: F = cast(c.eps);
     for (((m, v), d), &g) in mu.iter_mut().zip(nu.iter_mut()).zip(dir.iter_mut()).zip(g) {
         *m = w1 * g + b1 * *m;
         *v = w2 * (g * g) + b2 * *v;
         *d = (*m / bc1) / ((*v / bc2).sqrt() + eps);
     }
+}
+
+/// Optax's `rmsprop` for one step, from `f64` hyper-parameters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RmsConsts {
+    pub(crate) lr: f64,
+    pub(crate) decay: f64,
+    pub(crate) eps: f64,
+    pub(crate) centered: bool,
+    pub(crate) momentum: Option<f64>,
+    pub(crate) nesterov: bool,
+}
+
+impl HostKernel for RmsConsts {
+    /// `bufs`: `nu`, then `mu` if centered, `trace` with momentum, and the
+    /// update's output.
+    fn run<F: Float>(&self, bufs: &mut [&mut [F]], g: &[F]) {
+        let (w, d, eps): (F, F, F) = (cast(1.0 - self.decay), cast(self.decay), cast(self.eps));
+        let neg_lr: F = cast(-self.lr);
+        let m: F = cast(self.momentum.unwrap_or(0.0));
+        let (nu, rest) = match bufs.split_first_mut() {
+            Some((nu, rest)) => (nu, rest),
+            None => return,
+        };
+        let (mut mu, rest) = match (self.centered, rest) {
+            (true, [mu, rest @ ..]) => (Some(mu), rest),
+            (_, rest) => (None, rest),
+        };
+        let (mut trace, out) = match (self.momentum.is_some(), rest) {
+            (true, [trace, out]) => (Some(trace), out),
+            (false, [out]) => (None, out),
+            _ => return,
+        };
+        for i in 0..g.len() {
+            let gi = g[i];
+            nu[i] = w * (gi * gi) + d * nu[i];
+            // Optax's scale_by_stddev / scale_by_rms: `rsqrt(nu - mu² + eps)`.
+            let var = match &mut mu {
+                Some(mu) => {
+                    mu[i] = w * gi + d * mu[i];
+                    nu[i] - mu[i] * mu[i] + eps
+                }
+                None => nu[i] + eps,
+            };
+            // Then scale_by_learning_rate, then trace (momentum after the
+            // learning rate, unlike PyTorch's).
+            let mut u = (rsqrt(var) * gi) * neg_lr;
+            if let Some(trace) = &mut trace {
+                trace[i] = u + m * trace[i];
+                u = if self.nesterov {
+                    u + m * trace[i]
+                } else {
+                    trace[i]
+                };
+            }
+            out[i] = u;
+        }
+    }
+}
+
+/// `1 / sqrt(x)` correctly rounded (through `f64`): XLA's `rsqrt` is within
+/// an ulp of it, and agrees more often than `1 / sqrt` in `F` does.
+fn rsqrt<F: Float>(x: F) -> F {
+    cast(1.0 / x.to_f64().unwrap_or(f64::NAN).sqrt())
 }

@@ -19,9 +19,11 @@
 //!
 //! Every per-parameter computation is a dfdx device op. `sgd`, `adam`,
 //! `adamw` and `rmsprop` run dfdx's fused optimizer kernels (one pass over
-//! the parameter); on host buffers (`Cpu`, `f32`/`f64`) `adam` and `adamw`
-//! compute Optax's direction in one host pass instead, since dfdx's kernel
-//! rounds the constants `1 - b` as PyTorch does (see [`Adam::pytorch_arithmetic`]).
+//! the parameter); on host buffers (`Cpu`, `f32`/`f64`) `adam`, `adamw` and
+//! `rmsprop` compute Optax's update in one host pass instead, since dfdx's
+//! kernels round Adam's constants `1 - b` as PyTorch does (see
+//! [`Adam::pytorch_arithmetic`]) and apply RMSProp's momentum before the
+//! learning rate.
 //! The other transformations use dfdx tensor ops, and
 //! `clip_by_global_norm` keeps the norm and the factor as device scalars.
 //! Nothing is copied to the host during an update; only the step count (host
@@ -50,15 +52,14 @@
 //!   that an earlier transformation rewrote is copied into a fresh buffer on
 //!   the device (through dfdx's SGD kernel as an exact copy).
 //! - Checkpoint keys: `{prefix}count`, `{prefix}mu.<leaf>`,
-//!   `{prefix}nu.<leaf>` (`trace.` for sgd, `nu.` for rmsprop), chain
+//!   `{prefix}nu.<leaf>` (`trace.` for sgd; `nu.`, `mu.`, `trace.` for rmsprop), chain
 //!   members under `{prefix}<i>.`, `multi_steps` under `{prefix}mini_step`,
 //!   `{prefix}gradient_step`, `{prefix}acc_grads.<leaf>`, `{prefix}inner.`.
 //!   `<leaf>` is dfdx's dotted tensor name; tensors keep the parameter's
 //!   shape. Counters are scalars of the model's dtype, exact up to 2^24 in
 //!   `f32` (2048 in `f16`).
 //! - Not provided (Optax options without a fused dfdx kernel): masks,
-//!   `eps_root`, Nesterov Adam, centered or momentum RMSProp, and a schedule
-//!   for `multi_steps`' `k`.
+//!   `eps_root`, Nesterov Adam, and a schedule for `multi_steps`' `k`.
 //!
 //! ```
 //! use flaxen_runtime::dfdx::prelude::*;

@@ -1,8 +1,9 @@
-//! `rmsprop` (Optax `rmsprop` with its defaults).
+//! `rmsprop` (Optax `rmsprop`, with `centered`, `momentum` and `nesterov`).
 
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
-use dfdx::tensor_ops::{Device, RMSpropConfig};
+use dfdx::tensor_ops::{Device, RMSpropConfig, SgdConfig};
 
+use super::exact::{on_host, run_on_host, RmsConsts};
 use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
@@ -10,8 +11,16 @@ use crate::state::{StateDict, StateError, StateMap};
 
 /// RMSProp as Optax's `rmsprop(learning_rate, decay=0.9, eps=1e-8)`:
 /// `nu = decay * nu + (1 - decay) * g²`, `updates = -lr * g / sqrt(nu + eps)`
-/// (Optax's default `eps_in_sqrt=True`; no centering, no momentum,
-/// `initial_scale = 0`). Runs dfdx's fused RMSprop kernel.
+/// (Optax's default `eps_in_sqrt=True`, `initial_scale = 0`), with Optax's
+/// options [`RmsProp::centered`], [`RmsProp::momentum`] and
+/// [`RmsProp::nesterov`].
+///
+/// On host buffers (`Cpu`, `f32`/`f64`) the update is Optax's arithmetic in
+/// one pass. Elsewhere (CUDA, `f16`) it is dfdx's fused RMSprop kernel:
+/// the same formulas, except that its momentum is applied before the
+/// learning rate (PyTorch's order: equal to Optax's for a constant learning
+/// rate, its `trace` saved divided by `-lr`) and that it has no Nesterov
+/// momentum (there `nesterov` is classic momentum).
 ///
 /// ```
 /// use flaxen_runtime::optim::rmsprop;
@@ -23,6 +32,9 @@ pub fn rmsprop<L: Schedule>(learning_rate: L) -> RmsProp<L> {
         learning_rate,
         decay: 0.9,
         eps: 1e-8,
+        centered: false,
+        momentum: None,
+        nesterov: false,
     }
 }
 
@@ -37,6 +49,9 @@ pub struct RmsProp<L> {
     learning_rate: L,
     decay: f64,
     eps: f64,
+    centered: bool,
+    momentum: Option<f64>,
+    nesterov: bool,
 }
 
 impl<L> RmsProp<L> {
@@ -62,10 +77,59 @@ impl<L> RmsProp<L> {
         self.eps = eps;
         self
     }
+    /// Optax's `centered=True`: divides by the root of the variance
+    /// estimate `nu - mu² + eps`, `mu` the moving average of the gradient
+    /// (saved as `{prefix}mu.<leaf>`).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::rmsprop;
+    /// let tx = rmsprop(1e-2).centered(true);
+    /// # let _ = tx;
+    /// ```
+    pub fn centered(mut self, centered: bool) -> Self {
+        self.centered = centered;
+        self
+    }
+    /// Optax's `momentum=m`: a trace of the scaled updates, `trace = u + m *
+    /// trace` after the learning rate (saved as `{prefix}trace.<leaf>`).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::rmsprop;
+    /// let tx = rmsprop(1e-2).momentum(0.9);
+    /// # let _ = tx;
+    /// ```
+    pub fn momentum(mut self, momentum: f64) -> Self {
+        self.momentum = Some(momentum);
+        self
+    }
+    /// Optax's `nesterov=True`: the update is `u + m * trace` instead of
+    /// `trace` (needs [`RmsProp::momentum`]; without it, nothing changes).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::rmsprop;
+    /// let tx = rmsprop(1e-2).momentum(0.9).nesterov(true);
+    /// # let _ = tx;
+    /// ```
+    pub fn nesterov(mut self, nesterov: bool) -> Self {
+        self.nesterov = nesterov;
+        self
+    }
+
+    /// The saved buffers, in the host kernel's order.
+    fn names(&self) -> &'static [&'static str] {
+        match (self.centered, self.momentum.is_some()) {
+            (false, false) => &["nu"],
+            (true, false) => &["nu", "mu"],
+            (false, true) => &["nu", "trace"],
+            (true, true) => &["nu", "mu", "trace"],
+        }
+    }
 }
 
 /// State of [`RmsProp`]: the update count and the squared-gradient average
-/// (`{prefix}count`, `{prefix}nu.<leaf>`).
+/// (`{prefix}count`, `{prefix}nu.<leaf>`), and with the options the
+/// gradient average (`{prefix}mu.<leaf>`) and the momentum trace
+/// (`{prefix}trace.<leaf>`).
 ///
 /// ```
 /// # use flaxen_runtime::dfdx::prelude::*;
@@ -88,11 +152,18 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for RmsPr
     type State = RmsPropState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
-        // dfdx's kernel walks its momentum and centering buffers even when
-        // they are unused, so they exist (unsaved).
+        // The host kernel writes the update into one more buffer; dfdx's
+        // kernel walks its momentum and centering buffers even when they
+        // are unused, so all three exist.
+        let names = self.names();
+        let unsaved = if on_host::<<D as Storage<E>>::Vec>() {
+            1
+        } else {
+            3 - names.len()
+        };
         Ok(RmsPropState {
             count: 0,
-            buffers: Buffers::new(params, &["nu"], 2)?,
+            buffers: Buffers::new(params, names, unsaved)?,
         })
     }
 
@@ -123,20 +194,21 @@ impl<L: Schedule> RmsProp<L> {
     fn next<E, D: Storage<E>>(&self, state: &mut RmsPropState<E, D>) -> RmsPropKernel {
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
-        RmsPropKernel(RMSpropConfig {
+        RmsPropKernel(RmsConsts {
             lr,
-            alpha: self.decay,
+            decay: self.decay,
             eps: self.eps,
-            momentum: None,
-            centered: false,
-            weight_decay: None,
+            centered: self.centered,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
         })
     }
 }
 
-/// dfdx's fused RMSprop kernel (eps inside the square root, as Optax's
-/// default `eps_in_sqrt=True`).
-struct RmsPropKernel(RMSpropConfig);
+/// Optax's rmsprop on host buffers, then dfdx's SGD kernel adding the
+/// update; elsewhere dfdx's fused RMSprop kernel (eps inside the square
+/// root, as Optax's default `eps_in_sqrt=True`).
+struct RmsPropKernel(RmsConsts);
 
 impl<E: Dtype, D: Device<E>> Kernel<E, D> for RmsPropKernel {
     fn run<S: Shape>(
@@ -145,10 +217,36 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for RmsPropKernel {
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
     ) -> Result<(), D::Err> {
-        let [nu, momentum, grad_avg] = moments else {
-            unreachable!("rmsprop has three buffers")
+        let c = &self.0;
+        let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());
+        // One buffer past the saved ones exactly when the state was built
+        // for the host kernel.
+        if moments.len() == saved + 1 && run_on_host(c, moments, grad) {
+            let [nu, .., out] = moments else {
+                unreachable!("at least two buffers")
+            };
+            // `param -= -1 * update`, i.e. `param + update` exactly; with
+            // no momentum the kernel only reads its velocity buffer.
+            let add = SgdConfig {
+                lr: -1.0,
+                momentum: None,
+                weight_decay: None,
+            };
+            return add.try_update(param, nu, out);
+        }
+        let [nu, x, y] = moments else {
+            unreachable!("dfdx's rmsprop has three buffers")
         };
-        self.0.try_update(param, momentum, nu, grad_avg, grad)
+        let (momentum, grad_avg) = if c.centered { (y, x) } else { (x, y) };
+        let cfg = RMSpropConfig {
+            lr: c.lr,
+            alpha: c.decay,
+            eps: c.eps,
+            momentum: c.momentum,
+            centered: c.centered,
+            weight_decay: None,
+        };
+        cfg.try_update(param, momentum, nu, grad_avg, grad)
     }
 }
 
