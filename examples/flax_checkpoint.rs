@@ -8,9 +8,10 @@
 //! cargo run --release --example flax_checkpoint -- --path my.msgpack --save back.msgpack
 //! ```
 //!
-//! With no `--path` it loads `tests/fixtures/flax_interop.msgpack`, whose
-//! model was trained a few steps on random data (so expect chance-level
-//! accuracy): what it shows is that a Flax file runs here. In Python,
+//! With no `--path` it loads `tests/fixtures/flax_interop_digits.msgpack`,
+//! the model trained in Flax on the digits' training split
+//! (`tests/python/make_flax_interop.py`), and scores 282 of the 297 test
+//! digits, as it does in Flax. In Python,
 //! `flax.serialization.from_bytes(variables, open("back.msgpack", "rb").read())`
 //! reads what `--save` writes.
 
@@ -37,7 +38,8 @@ impl Cnn {
 #[derive(Parser, Debug)]
 #[command(about)]
 struct Args {
-    /// The Flax checkpoint (msgpack); the test fixture when absent.
+    /// The Flax checkpoint (msgpack); the Flax-trained digits fixture when
+    /// absent.
     #[arg(long)]
     path: Option<PathBuf>,
     /// Write the model back here, as Flax bytes.
@@ -50,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dev = Cpu::default();
     let mut model = dev.build_module::<Cnn, f32>();
     let path = args.path.unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flax_interop.msgpack")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flax_interop_digits.msgpack")
     });
     flax::load_file(&mut model, &path)?;
     println!("loaded {}", path.display());

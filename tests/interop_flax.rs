@@ -279,3 +279,43 @@ fn flax_paths_match_the_python_twin() {
     }
     assert!(n > 50, "{n} paths checked");
 }
+
+/// The fixture's model trained in Flax on the digits' training split
+/// classifies the test split as it does in Flax, digit for digit.
+#[test]
+fn digits_checkpoint_scores_as_in_flax() {
+    let f: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/flax_interop_digits.json")).unwrap();
+    let (_, test) = flaxen::runtime::data::digits::load().unwrap();
+    let labels: Vec<usize> = f["test_labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(test.labels(), &labels[..], "the Python split is flaxen's");
+
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<Cnn, f32>();
+    flax::load(
+        &mut model,
+        include_bytes!("fixtures/flax_interop_digits.msgpack"),
+    )
+    .unwrap();
+    let n = labels.len();
+    let x = dev.tensor_from_vec(
+        test.features().to_vec(),
+        (n, Const::<1>, Const::<8>, Const::<8>),
+    );
+    let logits = model.forward(x).as_vec();
+    let correct = logits
+        .chunks(10)
+        .zip(&labels)
+        .filter(|(row, &y)| {
+            let best = (0..10).fold(0, |b, i| if row[i] > row[b] { i } else { b });
+            best == y
+        })
+        .count();
+    assert_eq!(correct as u64, f["test_correct"].as_u64().unwrap());
+    assert!(correct * 10 > n * 9, "{correct}/{n}: trained, not chance");
+}
