@@ -63,6 +63,13 @@ use crate::state::{HostTensor, StateError, StateMap};
 use msgpack::{Array, Leaves, Width};
 
 /// Why a Flax checkpoint could not be read, mapped, loaded or written.
+///
+/// ```
+/// use flaxen_runtime::interop::flax::{read_state, FlaxError};
+///
+/// let err = read_state::<f32>(&[0x81]).unwrap_err(); // a map cut short
+/// assert!(matches!(err, FlaxError::Msgpack { .. }), "{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum FlaxError {
     /// The bytes are not one msgpack value (truncated, or not msgpack).

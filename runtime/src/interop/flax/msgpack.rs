@@ -128,8 +128,10 @@ fn ndarray(data: &[u8], path: &[String]) -> Result<Array, FlaxError> {
             ))
         }
     };
-    let count = shape.iter().product::<usize>();
-    if buffer.len() != count * size {
+    // Checked: a corrupt shape must not overflow (a panic in debug builds).
+    let count = checked_count(&shape)
+        .ok_or_else(|| corrupt(path, format!("shape {shape:?} is too large")))?;
+    if count.checked_mul(size) != Some(buffer.len()) {
         return Err(corrupt(
             path,
             format!(
@@ -140,6 +142,11 @@ fn ndarray(data: &[u8], path: &[String]) -> Result<Array, FlaxError> {
     }
     let data = buffer.chunks_exact(size).map(read).collect();
     Ok(Array { shape, data })
+}
+
+/// The number of values of `shape`, `None` on overflow.
+fn checked_count(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
 /// IEEE half to f64 (exact).
@@ -182,7 +189,7 @@ fn unchunk(entries: &[(Value, Value)], path: &[String]) -> Result<Array, FlaxErr
             _ => return Err(corrupt(path, "a chunk is not an array")),
         }
     }
-    if data.len() != shape.iter().product::<usize>() {
+    if Some(data.len()) != checked_count(&shape) {
         return Err(corrupt(path, "chunks do not fill the shape"));
     }
     Ok(Array { shape, data })
@@ -260,4 +267,46 @@ pub(crate) fn encode(leaves: &Leaves, width: Width) -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = rmpv::encode::write_value(&mut buf, &to_value(root));
     buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(shape: &[u64], dtype: &str, bytes: Vec<u8>) -> Vec<u8> {
+        let triple = Value::Array(vec![
+            Value::Array(shape.iter().map(|&d| Value::from(d)).collect()),
+            Value::from(dtype),
+            Value::Binary(bytes),
+        ]);
+        let mut inner = Vec::new();
+        rmpv::encode::write_value(&mut inner, &triple).unwrap();
+        let tree = Value::Map(vec![(Value::from("a"), Value::Ext(EXT_NDARRAY, inner))]);
+        let mut out = Vec::new();
+        rmpv::encode::write_value(&mut out, &tree).unwrap();
+        out
+    }
+
+    #[test]
+    fn corrupt_arrays_are_errors_not_panics() {
+        let huge = ext(&[u64::MAX, 4], "float32", vec![0; 8]);
+        assert!(decode(&huge).unwrap_err().to_string().contains("too large"));
+        let short = ext(&[3], "float32", vec![0; 8]);
+        assert!(decode(&short)
+            .unwrap_err()
+            .to_string()
+            .contains("8 bytes of float32"));
+        let ints = ext(&[2], "int32", vec![0; 8]);
+        assert!(decode(&ints).unwrap_err().to_string().contains("int32"));
+    }
+
+    #[test]
+    fn half_precision_widens_exactly() {
+        // 1.0 and -2.5 as float16 (0x3c00, 0xc100) and bfloat16 (0x3f80, 0xc020).
+        let h = decode(&ext(&[2], "float16", vec![0x00, 0x3c, 0x00, 0xc1])).unwrap();
+        let b = decode(&ext(&[2], "bfloat16", vec![0x80, 0x3f, 0x20, 0xc0])).unwrap();
+        let key = vec!["a".to_owned()];
+        assert_eq!(h[&key].data, [1.0, -2.5]);
+        assert_eq!(b[&key].data, [1.0, -2.5]);
+    }
 }
