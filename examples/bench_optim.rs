@@ -1,7 +1,7 @@
 //! One optimizer update on the seed CNN's 824,458 parameters: flaxen `adam`
 //! (Optax's arithmetic, and `pytorch_arithmetic(true)`, i.e. dfdx's kernel)
-//! versus dfdx's `Adam`, and `rmsprop` with Optax's `centered`, `momentum`
-//! and `nesterov`. Prints one JSON line.
+//! versus dfdx's `Adam`, `rmsprop` with Optax's `centered`, `momentum`
+//! and `nesterov`, and `apply_if_finite(adam)`. Prints one JSON line.
 //!
 //! The parameters are raw tensors with the seed CNN's shapes (conv 1→32 3x3,
 //! conv 32→64 3x3, dense 3136→256, dense 256→10): an optimizer only sees
@@ -12,7 +12,9 @@
 use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
 use flaxen::runtime::dfdx::prelude::*;
-use flaxen::runtime::optim::{adam, apply_updates, rmsprop, GradientTransformation};
+use flaxen::runtime::optim::{
+    adam, apply_if_finite, apply_updates, rmsprop, GradientTransformation,
+};
 use std::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -150,11 +152,13 @@ fn main() {
     let mut two_step = ours.clone();
     let mut pytorch = ours.clone();
     let mut rms = ours.clone();
+    let mut finite = ours.clone();
     let mut grads = random_grads(&ours, &dev);
     let mut grads_two = random_grads(&two_step, &dev);
     let grads_theirs = random_grads(&theirs, &dev);
     let mut grads_pt = random_grads(&pytorch, &dev);
     let mut grads_rms = random_grads(&rms, &dev);
+    let mut grads_fin = random_grads(&finite, &dev);
 
     let tx = adam(1e-3);
     let mut state = tx.init_model(&ours).unwrap();
@@ -163,10 +167,12 @@ fn main() {
     let mut state_pt = tx_pt.init_model(&pytorch).unwrap();
     let tx_rms = rmsprop(1e-3).centered(true).momentum(0.9).nesterov(true);
     let mut state_rms = tx_rms.init_model(&rms).unwrap();
+    let tx_fin = apply_if_finite(adam(1e-3), 5);
+    let mut state_fin = tx_fin.init_model(&finite).unwrap();
     let mut opt = Adam::new(&theirs, AdamConfig::default());
 
     let (mut t_ours, mut t_theirs, mut t_two) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut t_pt, mut t_rms) = (Vec::new(), Vec::new());
+    let (mut t_pt, mut t_rms, mut t_fin) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..iters + 3 {
         // Interleaved, so that all three see the same machine load.
         // flaxen as TrainState runs it: apply_model (fused, in place).
@@ -193,7 +199,13 @@ fn main() {
             .apply_model(&mut state_rms, grads_rms, &mut rms)
             .unwrap();
         let e = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        grads_fin = tx_fin
+            .apply_model(&mut state_fin, grads_fin, &mut finite)
+            .unwrap();
+        let f = t.elapsed().as_secs_f64();
         if i >= 3 {
+            t_fin.push(f * 1e3);
             t_rms.push(e * 1e3);
             t_pt.push(d * 1e3);
             t_ours.push(a * 1e3);
@@ -202,9 +214,9 @@ fn main() {
         }
     }
     let (a, b, c) = (median(t_ours), median(t_theirs), median(t_two));
-    let (d, e) = (median(t_pt), median(t_rms));
+    let (d, e, f) = (median(t_pt), median(t_rms), median(t_fin));
     println!(
-        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3}}}",
+        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3},\"flaxen_apply_if_finite_adam_ms\":{f:.3}}}",
         a / b,
         c / b
     );

@@ -38,13 +38,13 @@ impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for Wb<E, D> {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Arr {
     shape: Vec<usize>,
     data: Vec<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Tree {
     w: Arr,
     b: Arr,
@@ -57,6 +57,20 @@ struct Case {
     init: Tree,
     grads: Vec<Tree>,
     params_after_each_step: Vec<Tree>,
+    /// `(step, leaf, flat index, "nan" | "inf" | "-inf")`: non-finite
+    /// gradient entries, which JSON cannot hold.
+    #[serde(default)]
+    poison: Vec<(usize, String, usize, String)>,
+}
+
+/// The gradients of `step`, with the case's non-finite entries.
+fn grads_at(case: &Case, step: usize) -> Tree {
+    let mut g = case.grads[step].clone();
+    for (_, leaf, i, v) in case.poison.iter().filter(|p| p.0 == step) {
+        let arr = if leaf == "w" { &mut g.w } else { &mut g.b };
+        arr.data[*i] = v.parse().unwrap();
+    }
+    g
 }
 
 #[derive(Deserialize)]
@@ -105,8 +119,8 @@ where
     let mut m = model::<E>(&dev, &case.init);
     let mut state = tx.init_model(&m).unwrap();
     let mut worst = 0.0f64;
-    for (g, want) in case.grads.iter().zip(&case.params_after_each_step) {
-        let grads = grads_of(&m, g);
+    for (step, want) in case.params_after_each_step.iter().enumerate() {
+        let grads = grads_of(&m, &grads_at(case, step));
         if fused {
             tx.apply_model(&mut state, grads, &mut m).unwrap();
         } else {
@@ -205,6 +219,14 @@ macro_rules! with_tx {
                     .nesterov(true);
                 $body
             }
+            "apply_if_finite_adam5e-2_max2" => {
+                let $tx = apply_if_finite(adam(5e-2).pytorch_arithmetic(pt), 2);
+                $body
+            }
+            "apply_if_finite_adamw_cosine5e-2_12steps_wd1e-4_max1" => {
+                let $tx = apply_if_finite(adamw(cosine(&$case), 1e-4).pytorch_arithmetic(pt), 1);
+                $body
+            }
             other => panic!("no flaxen equivalent registered for fixture case {other}"),
         }
     }};
@@ -225,7 +247,7 @@ fn fixture() -> Fixture {
 #[test]
 fn every_exact_trace_is_reproduced() {
     let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 22, "a new case needs a line here");
+    assert_eq!(fixture.cases.len(), 26, "a new case needs a line here");
     for case in &fixture.cases {
         let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
         let exact = errors(case, false);
@@ -257,9 +279,8 @@ fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(case: &str, tx: T, k
     let dev = Cpu::default();
     let mut a = model::<f32>(&dev, &case.init);
     let mut sa = tx.init_model(&a).unwrap();
-    let (first, rest) = case.grads.split_at(5);
-    for g in first {
-        let grads = grads_of(&a, g);
+    for step in 0..5 {
+        let grads = grads_of(&a, &grads_at(case, step));
         tx.apply_model(&mut sa, grads, &mut a).unwrap();
     }
     let mut saved = StateMap::new();
@@ -270,10 +291,11 @@ fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(case: &str, tx: T, k
     let mut b = a.clone();
     let mut sb = tx.init_model(&b).unwrap();
     sb.load_state("opt.", &saved).unwrap();
-    for g in rest {
-        let grads = grads_of(&a, g);
+    for step in 5..case.grads.len() {
+        let g = grads_at(case, step);
+        let grads = grads_of(&a, &g);
         tx.apply_model(&mut sa, grads, &mut a).unwrap();
-        let grads = grads_of(&b, g);
+        let grads = grads_of(&b, &g);
         tx.apply_model(&mut sb, grads, &mut b).unwrap();
     }
     assert_eq!(a.w.as_vec(), b.w.as_vec());
@@ -316,4 +338,62 @@ fn exact_states_resume_bit_for_bit() {
             "opt.trace.w",
         ],
     );
+    // Saved after a skipped step (2), resumed across two in a row (5, 6).
+    resumes_bit_for_bit(
+        "apply_if_finite_adam5e-2_max2",
+        apply_if_finite(adam(5e-2), 2),
+        &[
+            "opt.inner.count",
+            "opt.inner.mu.b",
+            "opt.inner.mu.w",
+            "opt.inner.nu.b",
+            "opt.inner.nu.w",
+            "opt.last_finite",
+            "opt.notfinite_count",
+            "opt.total_notfinite",
+        ],
+    );
+}
+
+/// Optax's counters over the `apply_if_finite` trace, and its escape
+/// hatch: more than `max_consecutive_errors` non-finite steps in a row go
+/// through.
+#[test]
+fn apply_if_finite_counts_as_optax() {
+    let fixture = fixture();
+    let case = fixture
+        .cases
+        .iter()
+        .find(|c| c.name == "apply_if_finite_adam5e-2_max2")
+        .unwrap();
+    let tx = apply_if_finite(adam(5e-2), 2);
+    let dev = Cpu::default();
+    let mut m = model::<f32>(&dev, &case.init);
+    let mut state = tx.init_model(&m).unwrap();
+    let mut seen = Vec::new();
+    for step in 0..case.grads.len() {
+        let grads = grads_of(&m, &grads_at(case, step));
+        tx.apply_model(&mut state, grads, &mut m).unwrap();
+        seen.push((state.notfinite_count(), state.last_finite()));
+    }
+    assert_eq!(seen[2], (1, false));
+    assert_eq!(seen[3], (0, true));
+    assert_eq!(seen[6], (2, false));
+    assert_eq!(state.total_notfinite(), 3);
+    assert_eq!(state.inner().count(), 9, "skipped steps leave adam's count");
+
+    let tx = apply_if_finite(sgd(0.1, None, false), 1);
+    let mut m = model::<f32>(&dev, &case.init);
+    let before = m.w.as_vec();
+    let mut state = tx.init_model(&m).unwrap();
+    let mut nan = case.grads[0].clone();
+    nan.w.data[0] = f64::NAN;
+    let grads = grads_of(&m, &nan);
+    tx.apply_model(&mut state, grads, &mut m).unwrap();
+    assert_eq!(m.w.as_vec(), before, "the first non-finite step is skipped");
+    let grads = grads_of(&m, &nan);
+    let updates = tx.update_model(&mut state, grads, &m).unwrap();
+    apply_updates(&mut m, updates).unwrap();
+    assert!(m.w.as_vec()[0].is_nan(), "the second one goes through");
+    assert_eq!(state.notfinite_count(), 2);
 }

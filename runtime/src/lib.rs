@@ -43,8 +43,9 @@ pub mod prelude {
     };
     pub use crate::metrics::Metrics;
     pub use crate::optim::{
-        adam, adamw, add_decayed_weights, apply_updates, chain, clip_by_global_norm, identity,
-        multi_steps, rmsprop, scale, scale_by_schedule, sgd, GradientTransformation,
+        adam, adamw, add_decayed_weights, apply_if_finite, apply_updates, chain,
+        clip_by_global_norm, identity, multi_steps, rmsprop, scale, scale_by_schedule, sgd,
+        GradientTransformation,
     };
     pub use crate::scan::{stack_batches, SelectStep, Stacked};
     pub use crate::schedule::{

@@ -52,7 +52,28 @@ def cases(optax):
                 nesterov=True,
             )
         ),
+        "apply_if_finite_adam5e-2_max2": optax.apply_if_finite(optax.adam(5e-2), 2),
+        "apply_if_finite_adamw_cosine5e-2_12steps_wd1e-4_max1": optax.apply_if_finite(
+            optax.adamw(optax.cosine_decay_schedule(5e-2, decay_steps=12), weight_decay=1e-4),
+            1,
+        ),
     }
+
+
+# Non-finite gradient entries: case -> {step (0-based): (leaf, flat index,
+# value)}. They stay out of the JSON arrays (JSON has no NaN); the Rust test
+# writes them into the gradients from the case's "poison" list.
+POISON = {
+    "apply_if_finite_adam5e-2_max2": {
+        2: ("w", 4, "nan"),
+        5: ("b", 1, "inf"),
+        6: ("w", 0, "-inf"),
+    },
+    "apply_if_finite_adamw_cosine5e-2_12steps_wd1e-4_max1": {
+        3: ("b", 6, "-inf"),
+        8: ("w", 14, "nan"),
+    },
+}
 
 
 def arr(x):
@@ -85,9 +106,15 @@ def run(dtype_name):
                 "w": jnp.asarray(rng.normal(size=(5, 3)) * scale, dtype),
                 "b": jnp.asarray(rng.normal(size=(7,)) * scale, dtype).at[step % 7].set(0),
             }
+            saved_grads = grads
+            poison = POISON.get(name, {}).get(step)
+            if poison is not None:
+                leaf, idx, value = poison
+                flat = grads[leaf].reshape(-1).at[idx].set(float(value))
+                grads = dict(grads, **{leaf: flat.reshape(grads[leaf].shape)})
             updates, state = tx.update(grads, state, params)
             params = optax.apply_updates(params, updates)
-            grads_seq.append({k: arr(v) for k, v in grads.items()})
+            grads_seq.append({k: arr(v) for k, v in saved_grads.items()})
             after.append({k: arr(v) for k, v in params.items()})
         suffix = "" if dtype_name == "f32" else "_f64"
         out.append(
@@ -97,6 +124,7 @@ def run(dtype_name):
                 "init": init,
                 "grads": grads_seq,
                 "params_after_each_step": after,
+                "poison": [[st, *p] for st, p in sorted(POISON.get(name, {}).items())],
             }
         )
     return out

@@ -77,6 +77,7 @@
 //! ```
 
 mod adam;
+mod apply_if_finite;
 mod chain;
 mod clip;
 mod exact;
@@ -89,6 +90,7 @@ mod sgd;
 mod transforms;
 
 pub use adam::{adam, adamw, Adam, AdamState};
+pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
 pub use chain::{chain, Chain};
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
 pub use leaves::{apply_updates, Leaf, LeafInfo, Params, Updates};
