@@ -319,3 +319,22 @@ fn digits_checkpoint_scores_as_in_flax() {
     assert_eq!(correct as u64, f["test_correct"].as_u64().unwrap());
     assert!(correct * 10 > n * 9, "{correct}/{n}: trained, not chance");
 }
+
+/// An f64 model loads Flax's float32 values exactly and saves float64.
+#[test]
+fn f64_model_widens_and_saves_float64() {
+    let dev = Cpu::default();
+    let mut m = dev.build_module::<Cnn, f64>();
+    flax::load(&mut m, FIXTURE).unwrap();
+    let mut got = StateMap::<f64>::new();
+    flaxen::runtime::checkpoint::save_module_state(&m, "", &mut got);
+    let want = flax::read_state::<f32>(FIXTURE).unwrap();
+    for (k, t) in &want {
+        let wide: Vec<f64> = t.data.iter().map(|&v| v as f64).collect();
+        assert_eq!(got[k].data, wide, "{k}");
+    }
+    let bytes = flax::save(&m, &SaveOptions::new()).unwrap();
+    assert!(bytes.windows(7).any(|w| w == b"float64"));
+    assert!(!bytes.windows(7).any(|w| w == b"float32"));
+    assert_eq!(flax::read_state::<f64>(&bytes).unwrap(), got);
+}
