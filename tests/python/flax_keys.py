@@ -21,8 +21,11 @@ def arr(a):
 
 
 def snake(name):
-    """`SelfAttention_0` -> `self_attention_0`."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """`SelfAttention_0` -> `self_attention_0`, `LSTMCell_0` ->
+    `lstm_cell_0`: a word starts at a capital after a lowercase letter or a
+    digit, and at the last capital of an acronym before a lowercase letter,
+    as flaxen's macro names fields."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 def kind(module):
