@@ -144,11 +144,19 @@ where
 #[derive(Debug, Clone)]
 struct Cosine {
     f64: bool,
+    peak: f64,
 }
 
 fn cosine(case: &Case) -> Cosine {
     Cosine {
         f64: case.dtype == "f64",
+        peak: 5e-2,
+    }
+}
+
+impl Cosine {
+    fn peak(self, peak: f64) -> Self {
+        Cosine { peak, ..self }
     }
 }
 
@@ -156,9 +164,9 @@ impl Schedule for Cosine {
     fn value(&self, step: u64) -> f64 {
         if self.f64 {
             let t = step.min(12) as f64;
-            5e-2 * (0.5 * (1.0 + (std::f64::consts::PI * t / 12.0).cos()))
+            self.peak * (0.5 * (1.0 + (std::f64::consts::PI * t / 12.0).cos()))
         } else {
-            cosine_decay(5e-2, 12, 0.0).value(step)
+            cosine_decay(self.peak, 12, 0.0).value(step)
         }
     }
 }
@@ -227,6 +235,16 @@ macro_rules! with_tx {
                 let $tx = apply_if_finite(adamw(cosine(&$case), 1e-4).pytorch_arithmetic(pt), 1);
                 $body
             }
+            "adagrad_lr5e-2" => {
+                let $tx = adagrad(5e-2);
+                $body
+            }
+            "adagrad_cosine1e-1_12steps_init0_eps1e-10" => {
+                let $tx = adagrad(cosine(&$case).peak(1e-1))
+                    .initial_accumulator_value(0.0)
+                    .eps(1e-10);
+                $body
+            }
             other => panic!("no flaxen equivalent registered for fixture case {other}"),
         }
     }};
@@ -247,7 +265,7 @@ fn fixture() -> Fixture {
 #[test]
 fn every_exact_trace_is_reproduced() {
     let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 26, "a new case needs a line here");
+    assert_eq!(fixture.cases.len(), 30, "a new case needs a line here");
     for case in &fixture.cases {
         let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
         let exact = errors(case, false);
@@ -337,6 +355,11 @@ fn exact_states_resume_bit_for_bit() {
             "opt.trace.b",
             "opt.trace.w",
         ],
+    );
+    resumes_bit_for_bit(
+        "adagrad_lr5e-2",
+        adagrad(5e-2),
+        &["opt.count", "opt.sum_of_squares.b", "opt.sum_of_squares.w"],
     );
     // Saved after a skipped step (2), resumed across two in a row (5, 6).
     resumes_bit_for_bit(

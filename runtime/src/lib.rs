@@ -43,7 +43,7 @@ pub mod prelude {
     };
     pub use crate::metrics::Metrics;
     pub use crate::optim::{
-        adam, adamw, add_decayed_weights, apply_if_finite, apply_updates, chain,
+        adagrad, adam, adamw, add_decayed_weights, apply_if_finite, apply_updates, chain,
         clip_by_global_norm, identity, multi_steps, rmsprop, scale, scale_by_schedule, sgd,
         GradientTransformation,
     };

@@ -57,6 +57,12 @@ def cases(optax):
             optax.adamw(optax.cosine_decay_schedule(5e-2, decay_steps=12), weight_decay=1e-4),
             1,
         ),
+        "adagrad_lr5e-2": optax.adagrad(5e-2),
+        "adagrad_cosine1e-1_12steps_init0_eps1e-10": optax.adagrad(
+            optax.cosine_decay_schedule(1e-1, decay_steps=12),
+            initial_accumulator_value=0.0,
+            eps=1e-10,
+        ),
     }
 
 

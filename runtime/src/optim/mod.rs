@@ -76,6 +76,7 @@
 //! apply_updates(&mut model, updates).unwrap();
 //! ```
 
+mod adagrad;
 mod adam;
 mod apply_if_finite;
 mod chain;
@@ -89,6 +90,7 @@ mod rmsprop;
 mod sgd;
 mod transforms;
 
+pub use adagrad::{adagrad, Adagrad, AdagradState};
 pub use adam::{adam, adamw, Adam, AdamState};
 pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
 pub use chain::{chain, Chain};
