@@ -245,6 +245,17 @@ macro_rules! with_tx {
                     .eps(1e-10);
                 $body
             }
+            "lion_lr1e-2" => {
+                let $tx = lion(1e-2);
+                $body
+            }
+            "lion_cosine3e-2_12steps_b1_0.95_b2_0.98_wd1e-2" => {
+                let $tx = lion(cosine(&$case).peak(3e-2))
+                    .b1(0.95)
+                    .b2(0.98)
+                    .weight_decay(1e-2);
+                $body
+            }
             other => panic!("no flaxen equivalent registered for fixture case {other}"),
         }
     }};
@@ -265,7 +276,7 @@ fn fixture() -> Fixture {
 #[test]
 fn every_exact_trace_is_reproduced() {
     let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 30, "a new case needs a line here");
+    assert_eq!(fixture.cases.len(), 34, "a new case needs a line here");
     for case in &fixture.cases {
         let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
         let exact = errors(case, false);
@@ -360,6 +371,11 @@ fn exact_states_resume_bit_for_bit() {
         "adagrad_lr5e-2",
         adagrad(5e-2),
         &["opt.count", "opt.sum_of_squares.b", "opt.sum_of_squares.w"],
+    );
+    resumes_bit_for_bit(
+        "lion_lr1e-2",
+        lion(1e-2),
+        &["opt.count", "opt.mu.b", "opt.mu.w"],
     );
     // Saved after a skipped step (2), resumed across two in a row (5, 6).
     resumes_bit_for_bit(

@@ -44,7 +44,7 @@ pub mod prelude {
     pub use crate::metrics::Metrics;
     pub use crate::optim::{
         adagrad, adam, adamw, add_decayed_weights, apply_if_finite, apply_updates, chain,
-        clip_by_global_norm, identity, multi_steps, rmsprop, scale, scale_by_schedule, sgd,
+        clip_by_global_norm, identity, lion, multi_steps, rmsprop, scale, scale_by_schedule, sgd,
         GradientTransformation,
     };
     pub use crate::scan::{stack_batches, SelectStep, Stacked};

@@ -63,6 +63,10 @@ def cases(optax):
             initial_accumulator_value=0.0,
             eps=1e-10,
         ),
+        "lion_lr1e-2": optax.lion(1e-2),
+        "lion_cosine3e-2_12steps_b1_0.95_b2_0.98_wd1e-2": optax.lion(
+            optax.cosine_decay_schedule(3e-2, decay_steps=12), b1=0.95, b2=0.98, weight_decay=1e-2
+        ),
     }
 
 

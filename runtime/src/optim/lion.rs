@@ -1,0 +1,214 @@
+//! `lion` (Optax `lion`).
+
+use std::sync::Arc;
+
+use dfdx::prelude::{Dtype, HasShape, Storage};
+use dfdx::tensor_ops::{ChooseFrom, Device, TryAdd, TryGt, TryLt, TryMul};
+
+use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
+use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
+use crate::schedule::Schedule;
+use crate::state::{HostTensor, StateDict, StateError, StateMap};
+
+/// Lion as Optax's `lion(learning_rate, b1=0.9, b2=0.99,
+/// weight_decay=1e-3)`: `updates = -lr * (sign((1 - b1) g + b1 mu) + wd *
+/// params)`, then `mu = (1 - b2) g + b2 mu` (Optax's `scale_by_lion`,
+/// `add_decayed_weights`, `scale_by_learning_rate`; no mask).
+///
+/// dfdx has no Lion kernel, so the update is a few dfdx tensor ops per
+/// leaf, on any device.
+///
+/// ```
+/// use flaxen_runtime::optim::lion;
+/// let tx = lion(1e-4).b1(0.95).b2(0.98).weight_decay(1e-2);
+/// # let _ = tx;
+/// ```
+pub fn lion<L: Schedule>(learning_rate: L) -> Lion<L> {
+    Lion {
+        learning_rate,
+        b1: 0.9,
+        b2: 0.99,
+        weight_decay: 1e-3,
+    }
+}
+
+/// The transformation built by [`lion`].
+///
+/// ```
+/// let tx: flaxen_runtime::optim::Lion<f64> = flaxen_runtime::optim::lion(1e-4);
+/// # let _ = tx;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Lion<L> {
+    learning_rate: L,
+    b1: f64,
+    b2: f64,
+    weight_decay: f64,
+}
+
+impl<L> Lion<L> {
+    /// Weight of the moment in the update's sign (default 0.9).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::lion;
+    /// let tx = lion(1e-4).b1(0.95);
+    /// # let _ = tx;
+    /// ```
+    pub fn b1(mut self, b1: f64) -> Self {
+        self.b1 = b1;
+        self
+    }
+    /// Decay rate of the moment (default 0.99).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::lion;
+    /// let tx = lion(1e-4).b2(0.98);
+    /// # let _ = tx;
+    /// ```
+    pub fn b2(mut self, b2: f64) -> Self {
+        self.b2 = b2;
+        self
+    }
+    /// Decoupled weight decay, added before the learning rate (default
+    /// 1e-3, Optax's).
+    ///
+    /// ```
+    /// # use flaxen_runtime::optim::lion;
+    /// let tx = lion(1e-4).weight_decay(0.0);
+    /// # let _ = tx;
+    /// ```
+    pub fn weight_decay(mut self, weight_decay: f64) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+}
+
+/// State of [`Lion`]: the update count and the moment, saved as
+/// `{prefix}count` and `{prefix}mu.<leaf>`.
+///
+/// ```
+/// # use flaxen_runtime::dfdx::prelude::*;
+/// # use flaxen_runtime::optim::*;
+/// # use flaxen_runtime::state::{StateDict, StateMap};
+/// # let dev: Cpu = Default::default();
+/// let model = dev.build_module::<Linear<2, 3>, f32>();
+/// let state = lion(1e-4).init_model(&model).unwrap();
+/// let mut saved = StateMap::new();
+/// state.save_state("", &mut saved);
+/// assert_eq!(saved["mu.weight"].data, vec![0.0; 6]);
+/// assert_eq!(state.count(), 0);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LionState<E, D: Storage<E>> {
+    count: u64,
+    mu: Vec<Leaf<E, D>>,
+    info: Arc<LeafInfo>,
+}
+
+impl<E, D: Storage<E>> LionState<E, D> {
+    /// Number of updates done so far.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// assert_eq!(lion(1e-4).init_model(&model).unwrap().count(), 0);
+    /// ```
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lion<L> {
+    type State = LionState<E, D>;
+
+    fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
+        let mut mu = Vec::with_capacity(params.len());
+        for p in params.leaves() {
+            mu.push(p.device().try_zeros_like(p.shape())?);
+        }
+        Ok(LionState {
+            count: 0,
+            mu,
+            info: params.info_arc(),
+        })
+    }
+
+    fn update(
+        &self,
+        state: &mut Self::State,
+        updates: &mut Updates<E, D>,
+        params: &Params<E, D>,
+    ) -> Result<(), D::Err> {
+        let lr = self.learning_rate.value(state.count);
+        state.count += 1;
+        let cast = |x: f64| E::from_f64(x).unwrap_or_default();
+        let zero = E::default();
+        for (i, mu) in state.mu.iter_mut().enumerate() {
+            let g = updates.take(i, params)?;
+            // Optax's `(1 - b1) * g + b1 * m`, with `1 - b1` from f64.
+            let x = g
+                .clone()
+                .try_mul(cast(1.0 - self.b1))?
+                .try_add(mu.clone().try_mul(cast(self.b1))?)?;
+            let dev = g.device();
+            let ones = dev.try_ones_like(g.shape())?;
+            let zeros = dev.try_zeros_like(g.shape())?;
+            // sign(x), 0 at 0 (and NaN to 0, where Optax keeps NaN).
+            let neg = x
+                .try_lt(zero)?
+                .try_choose(ones.clone().try_negate()?, zeros)?;
+            let mut u = x.try_gt(zero)?.try_choose(ones, neg)?;
+            if self.weight_decay != 0.0 {
+                u = u.try_add(
+                    params.leaves()[i]
+                        .clone()
+                        .try_mul(cast(self.weight_decay))?,
+                )?;
+            }
+            *mu = g
+                .clone()
+                .try_mul(cast(1.0 - self.b2))?
+                .try_add(mu.clone().try_mul(cast(self.b2))?)?;
+            updates.set(i, u.try_mul(cast(-lr))?);
+        }
+        Ok(())
+    }
+}
+
+impl<E: Dtype, D: Device<E>> StateDict<E> for LionState<E, D> {
+    fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
+        save_count(format!("{prefix}count"), self.count, out);
+        for (i, s) in self.mu.iter().enumerate() {
+            out.insert(
+                format!("{prefix}mu.{}", self.info.names[i]),
+                HostTensor {
+                    shape: self.info.shapes[i].clone(),
+                    data: s.as_vec(),
+                },
+            );
+        }
+    }
+
+    fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
+        let count = load_count(&format!("{prefix}count"), src)?;
+        let mut fresh = Vec::with_capacity(self.mu.len());
+        for (i, s) in self.mu.iter().enumerate() {
+            let key = format!("{prefix}mu.{}", self.info.names[i]);
+            let host = lookup(src, &key, &self.info.shapes[i])?;
+            fresh.push(s.device().tensor_from_vec(host.data.clone(), *s.shape()));
+        }
+        (self.count, self.mu) = (count, fresh);
+        Ok(())
+    }
+
+    fn save_counters(&self, prefix: &str, out: &mut StateMap<u64>) {
+        save_counter(format!("{prefix}count"), self.count, out);
+    }
+
+    fn load_counters(&mut self, prefix: &str, src: &StateMap<u64>) -> Result<(), StateError> {
+        self.count = load_counter(&format!("{prefix}count"), src)?;
+        Ok(())
+    }
+}
