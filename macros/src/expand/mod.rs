@@ -203,7 +203,11 @@ fn marker(phantom: bool) -> (TokenStream, TokenStream) {
 }
 
 /// The `Compact` consts: shapes (unused axes 0) and the parameter count.
-fn compact_consts(in_shape: &[usize], out_shape: &[usize], params: usize) -> TokenStream {
+pub(super) fn compact_consts(
+    in_shape: &[usize],
+    out_shape: &[usize],
+    params: usize,
+) -> TokenStream {
     let dims = |s: &[usize]| -> [usize; 4] { [0, 1, 2, 3].map(|k| s.get(k).copied().unwrap_or(0)) };
     let [i0, i1, i2, i3] = dims(in_shape);
     let [o0, o1, o2, o3] = dims(out_shape);

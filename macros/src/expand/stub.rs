@@ -23,10 +23,8 @@ pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> 
         quote!(#[doc(hidden)] pub __marker: ::core::marker::PhantomData<fn() -> (E, D)>,),
         quote!(__marker: ::core::marker::PhantomData,),
     );
-    let input = input.unwrap_or(&[]);
-    let dims = [0, 1, 2, 3].map(|k| input.get(k).copied().unwrap_or(0));
-    let [i0, i1, i2, i3] = dims;
-    let rank = input.len();
+    // A failed model has no output and no parameters.
+    let consts = super::compact_consts(input.unwrap_or(&[]), &[], 0);
     let modules = [quote!(#dfdx::nn::Module), quote!(#dfdx::nn::ModuleMut)].map(|tr| {
         let (call, this) = if tr.to_string().ends_with("ModuleMut") {
             (quote!(try_forward_mut), quote!(&mut self))
@@ -79,17 +77,7 @@ pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> 
 
         impl #rt::Compact for #name {
             type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
-            const IN_RANK: usize = #rank;
-            const IN_0: usize = #i0;
-            const IN_1: usize = #i1;
-            const IN_2: usize = #i2;
-            const IN_3: usize = #i3;
-            const OUT_RANK: usize = 0;
-            const OUT_0: usize = 0;
-            const OUT_1: usize = 0;
-            const OUT_2: usize = 0;
-            const OUT_3: usize = 0;
-            const NUM_PARAMS: usize = 0;
+            #consts
         }
     }
 }

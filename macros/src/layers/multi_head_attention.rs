@@ -13,14 +13,17 @@ use crate::shape::{self, show};
 use proc_macro2::TokenStream;
 use quote::quote;
 
+/// The arguments of both attention layers, in Flax's order.
+pub const PARAMS: &[&str] = &[
+    "num_heads",
+    "qkv_features",
+    "out_features",
+    "dropout_rate",
+    "name",
+];
+
 pub const SIG: Sig = Sig {
-    params: &[
-        "num_heads",
-        "qkv_features",
-        "out_features",
-        "dropout_rate",
-        "name",
-    ],
+    params: PARAMS,
     required: &["num_heads"],
     example: "MultiHeadDotProductAttention(num_heads = 4)(q, kv, mask = m)",
 };

@@ -9,13 +9,7 @@ use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
 
 pub const SIG: Sig = Sig {
-    params: &[
-        "num_heads",
-        "qkv_features",
-        "out_features",
-        "dropout_rate",
-        "name",
-    ],
+    params: multi_head_attention::PARAMS,
     required: &["num_heads"],
     example: "SelfAttention(num_heads = 4)(x)",
 };
