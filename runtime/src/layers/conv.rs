@@ -299,13 +299,16 @@ macro_rules! conv_layers {
             pub const GEOMETRY: ConvGeometry = builder::$biased::<$($g),*>::GEOMETRY;
         }
 
-        conv_layers!(@params [$($g),*] $biased { bias } fan_in $fan_in);
-        conv_layers!(@params [$($g),*] $unbiased {} fan_in $fan_in);
+        conv_layers!(@params [$($g),*] $biased { bias } weight [$($k),*], bias [$o], fan_in $fan_in);
+        conv_layers!(@params [$($g),*] $unbiased {} weight [$($k),*], bias [$o], fan_in $fan_in);
     };
+
+    (@bias $self:ident bias) => { Some(&$self.bias) };
+    (@bias $self:ident) => { None };
 
     // The builder, `NonMutableModule` and `TensorCollection` impls of one
     // layer, with a `bias` field or not.
-    (@params [$($g:ident),*] $name:ident { $($bias:ident)? } fan_in $fan_in:expr) => {
+    (@params [$($g:ident),*] $name:ident { $($bias:ident)? } weight [$($k:ident),*], bias [$o:ident], fan_in $fan_in:expr) => {
         impl<$(const $g: usize,)* E: Dtype, D: Storage<E>> $name<$($g,)* E, D> {
             /// The builder's checked geometry, for the `Module` impls.
             const GEOMETRY: ConvGeometry = builder::$name::<$($g),*>::GEOMETRY;
@@ -324,6 +327,22 @@ macro_rules! conv_layers {
         }
 
         impl<$(const $g: usize,)* E: Dtype, D: Storage<E>> NonMutableModule for $name<$($g,)* E, D> {}
+
+        impl<$(const $g: usize,)* E: Dtype, D: Storage<E>> $crate::layers::ConvLayer<E, D>
+            for $name<$($g,)* E, D>
+        {
+            type Weight = Rank4<$($k),*>;
+            type Bias = Rank1<$o>;
+            fn geometry(&self) -> ConvGeometry {
+                const { Self::GEOMETRY }
+            }
+            fn weight(&self) -> &Tensor<Self::Weight, E, D> {
+                &self.weight
+            }
+            fn bias(&self) -> Option<&Tensor<Self::Bias, E, D>> {
+                conv_layers!(@bias self $($bias)?)
+            }
+        }
 
         impl<$(const $g: usize,)* E: Dtype, D: Device<E>> TensorCollection<E, D>
             for $name<$($g,)* E, D>

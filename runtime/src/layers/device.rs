@@ -2,7 +2,7 @@
 
 use dfdx::prelude::*;
 
-use super::{cpu, ConvGeometry, PoolKind, Window2D};
+use super::{cpu, ConvGeometry, Epilogue, PoolKind, Window2D};
 
 /// A batch of `N`-feature rows, the output of `FlaxenDevice::try_dense`.
 type Batch<B, const N: usize, E, D, T> = Tensor<(B, Const<N>), E, D, T>;
@@ -119,6 +119,63 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         self.try_conv2d_unbiased(geom, x, weight, y_shape)
     }
 
+    /// `epi(conv2d(x, weight) + bias)`: the convolution followed by its
+    /// [`Epilogue`] (relu, pooling) as one op, with or without a bias, and
+    /// with `x`'s gradient only when `input_grad`. `y_shape` holds `batch *
+    /// o * epi.out_plane(geom)` values. The results equal the ops run one
+    /// after another ([`try_conv2d`](Self::try_conv2d),
+    /// [`try_relu_fast`](Self::try_relu_fast), [`try_pool2d`](Self::try_pool2d)),
+    /// which is the default; the CPU runs them in one kernel for `f32` and
+    /// `f64`.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::{ConvGeometry, Epilogue, FlaxenDevice, PoolKind, Window2D};
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let geom = ConvGeometry {
+    ///     c: 1,
+    ///     o: 1,
+    ///     win: Window2D::checked([1, 1], [1, 1], [0, 0, 0, 0], [2, 2], [2, 2]),
+    ///     groups: 1,
+    /// };
+    /// let pool = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 0], [2, 2], [1, 1]);
+    /// let epi = Epilogue { relu: true, pool: Some((PoolKind::Avg, pool)) };
+    /// let x: Tensor<Rank4<1, 1, 2, 2>, f32, _> = dev.tensor([[[[1.0, -2.0], [3.0, 4.0]]]]);
+    /// let w: Tensor<Rank4<1, 1, 1, 1>, f32, _> = dev.tensor([[[[2.0]]]]);
+    /// let b: Tensor<Rank1<1>, f32, _> = dev.tensor([1.0]);
+    /// let y = dev
+    ///     .try_conv2d_fused(&geom, &epi, x, &w, Some(&b), Rank4::<1, 1, 1, 1>::default(), true)
+    ///     .unwrap();
+    /// // relu([3, -3, 7, 9]) averaged: (3 + 0 + 7 + 9) / 4.
+    /// assert_eq!(y.array(), [[[[4.75]]]]);
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    fn try_conv2d_fused<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Self>>(
+        &self,
+        geom: &ConvGeometry,
+        epi: &Epilogue,
+        x: Tensor<X, E, Self, T>,
+        weight: &Tensor<K, E, Self>,
+        bias: Option<&Tensor<Bs, E, Self>>,
+        y_shape: Y,
+        input_grad: bool,
+    ) -> Result<Tensor<Y, E, Self, T>, Self::Err> {
+        let batch = x.shape().num_elements() / (geom.c * geom.win.in_plane()).max(1);
+        let conv_shape = (batch * geom.o * geom.win.out_plane(),);
+        let y = match (bias, input_grad) {
+            (Some(b), true) => self.try_conv2d(geom, x, weight, b, conv_shape)?,
+            (Some(b), false) => self.try_conv2d_no_input_grad(geom, x, weight, b, conv_shape)?,
+            (None, true) => self.try_conv2d_unbiased(geom, x, weight, conv_shape)?,
+            (None, false) => self.try_conv2d_unbiased_no_input_grad(geom, x, weight, conv_shape)?,
+        };
+        let y = if epi.relu { self.try_relu_fast(y)? } else { y };
+        match &epi.pool {
+            Some((kind, win)) => self.try_pool2d(*kind, geom.o, win, y, y_shape),
+            None => y.try_reshape_like(&y_shape),
+        }
+    }
+
     /// The transposed convolution of Flax's `ConvTranspose`
     /// (`jax.lax.conv_transpose`, kernel not flipped): `x` dilated by the
     /// window's strides and padded by its padding, correlated with
@@ -214,7 +271,7 @@ macro_rules! impl_with_cpu_kernels {
                 bias: &Tensor<Bs, $e, Self>,
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                cpu::conv2d(self, geom, x, weight, Some(bias), y_shape, true)
+                cpu::conv2d(self, geom, &Epilogue::NONE, x, weight, Some(bias), y_shape, true)
             }
 
             fn try_conv2d_no_input_grad<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
@@ -225,7 +282,7 @@ macro_rules! impl_with_cpu_kernels {
                 bias: &Tensor<Bs, $e, Self>,
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
-                cpu::conv2d(self, geom, x, weight, Some(bias), y_shape, false)
+                cpu::conv2d(self, geom, &Epilogue::NONE, x, weight, Some(bias), y_shape, false)
             }
 
             fn try_conv2d_unbiased<X: Shape, K: Shape, Y: Shape, T: Tape<$e, Self>>(
@@ -237,7 +294,7 @@ macro_rules! impl_with_cpu_kernels {
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
                 // The absent bias's shape only names a type.
                 let no_bias = None::<&Tensor<Rank1<0>, $e, Self>>;
-                cpu::conv2d(self, geom, x, weight, no_bias, y_shape, true)
+                cpu::conv2d(self, geom, &Epilogue::NONE, x, weight, no_bias, y_shape, true)
             }
 
             fn try_conv2d_unbiased_no_input_grad<
@@ -253,7 +310,20 @@ macro_rules! impl_with_cpu_kernels {
                 y_shape: Y,
             ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
                 let no_bias = None::<&Tensor<Rank1<0>, $e, Self>>;
-                cpu::conv2d(self, geom, x, weight, no_bias, y_shape, false)
+                cpu::conv2d(self, geom, &Epilogue::NONE, x, weight, no_bias, y_shape, false)
+            }
+
+            fn try_conv2d_fused<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(
+                &self,
+                geom: &ConvGeometry,
+                epi: &Epilogue,
+                x: Tensor<X, $e, Self, T>,
+                weight: &Tensor<K, $e, Self>,
+                bias: Option<&Tensor<Bs, $e, Self>>,
+                y_shape: Y,
+                input_grad: bool,
+            ) -> Result<Tensor<Y, $e, Self, T>, Self::Err> {
+                cpu::conv2d(self, geom, epi, x, weight, bias, y_shape, input_grad)
             }
 
             fn try_conv_transpose2d<X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<$e, Self>>(

@@ -44,6 +44,7 @@ mod dense;
 mod device;
 mod embed;
 mod flatten;
+mod fused;
 mod mask;
 mod norm;
 mod pool;
@@ -62,6 +63,7 @@ pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
 pub use embed::{check_tokens, Embed, TokenOutOfRange};
 pub use flatten::Flatten2D;
+pub use fused::{conv_block, ConvLayer};
 pub use mask::{AttentionMask, CausalMask, CombineMasks};
 pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
@@ -355,6 +357,64 @@ impl ConvGeometry {
     /// `c * kh * kw`: the rows of im2col over every group.
     pub const fn cols(&self) -> usize {
         self.c * self.win.window()
+    }
+}
+
+/// What a fused convolution ([`FlaxenDevice::try_conv2d_fused`]) does to
+/// its output inside the same kernel: Flax's `nn.relu` after the bias, then
+/// `avg_pool` / `max_pool` of every output plane.
+///
+/// On the CPU the whole block runs example by example while the example's
+/// output is in cache, so the activation and the pooling cost no pass over
+/// memory of their own, and the backward pass builds the convolution's
+/// output gradient in place. The results are those of the three ops run one
+/// after the other.
+///
+/// ```
+/// use flaxen_runtime::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
+///
+/// let geom = ConvGeometry {
+///     c: 1,
+///     o: 4,
+///     win: Window2D::checked([3, 3], [1, 1], [1, 1, 1, 1], [8, 8], [8, 8]),
+///     groups: 1,
+/// };
+/// let pool = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 0], [8, 8], [4, 4]);
+/// let epi = Epilogue { relu: true, pool: Some((PoolKind::Avg, pool)) };
+/// assert_eq!(epi.out_plane(&geom), 16);
+/// assert_eq!(Epilogue::NONE.out_plane(&geom), 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Epilogue {
+    /// `max(y, 0)` after the bias, with dfdx's gradient (1 where `y > 0`).
+    pub relu: bool,
+    /// Pooling of each output plane after the activation; the window's
+    /// input plane is the convolution's output plane.
+    pub pool: Option<(PoolKind, Window2D)>,
+}
+
+impl Epilogue {
+    /// Nothing after the convolution.
+    pub const NONE: Self = Self {
+        relu: false,
+        pool: None,
+    };
+
+    /// Positions per output plane: the pooled plane, or the convolution's.
+    pub const fn out_plane(&self, geom: &ConvGeometry) -> usize {
+        match &self.pool {
+            Some((_, win)) => win.out_plane(),
+            None => geom.win.out_plane(),
+        }
+    }
+
+    /// Whether the epilogue fits `geom`: a pooling window must read the
+    /// convolution's output plane.
+    pub const fn fits(&self, geom: &ConvGeometry) -> bool {
+        match &self.pool {
+            Some((_, win)) => win.h == geom.win.oh && win.w == geom.win.ow,
+            None => true,
+        }
     }
 }
 

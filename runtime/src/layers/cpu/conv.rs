@@ -1,14 +1,15 @@
 //! Convolution kernels: im2col + gemm forward, gemm + col2im backward, one
-//! rayon task per contiguous run of examples.
-
-use std::mem::MaybeUninit;
+//! rayon task per contiguous run of examples, with an optional fused
+//! epilogue (relu, pooling) applied while each example's output is in
+//! cache.
 
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
+use super::pool::PlanePool;
 use super::scratch::Scratch;
 use super::{chunking, Elem};
-use crate::layers::{ConvGeometry, Window2D};
+use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 
 /// For kernel column `kj`, the output columns `lo..hi` whose input column
 /// `ox * sw + kj * dw - pl` lies inside `0..w`; the others read padding.
@@ -29,6 +30,27 @@ fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
         .filter(|&iy| iy < win.h)
 }
 
+/// `dst = src` for the short runs of one output row: a run of eight or more
+/// is copied in fixed eight-element blocks (the last one overlapping), so
+/// no call to `memcpy` is paid per row.
+#[inline(always)]
+fn copy_run<E: Elem>(dst: &mut [E], src: &[E]) {
+    let n = dst.len();
+    let src = &src[..n];
+    if n < 8 {
+        dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+        return;
+    }
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        d.copy_from_slice(s);
+    }
+    if !d.into_remainder().is_empty() {
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    }
+}
+
 /// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example; the
 /// rows of group `g` are `g * patch..(g + 1) * patch`.
 fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
@@ -43,14 +65,14 @@ fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
                 let (lo, hi) = valid_cols(win, kj);
                 for (oy, out) in row.chunks_exact_mut(win.ow).enumerate() {
                     let Some(iy) = input_row(win, oy, ki) else {
-                        out.fill(E::zero());
+                        out.iter_mut().for_each(|v| *v = E::zero());
                         continue;
                     };
-                    out[..lo].fill(E::zero());
-                    out[hi..].fill(E::zero());
+                    out[..lo].iter_mut().for_each(|v| *v = E::zero());
+                    out[hi..].iter_mut().for_each(|v| *v = E::zero());
                     let start = iy * win.w + lo * win.sw + kj * win.dw - win.pl;
                     if win.sw == 1 {
-                        out[lo..hi].copy_from_slice(&xc[start..start + hi - lo]);
+                        copy_run(&mut out[lo..hi], &xc[start..]);
                     } else {
                         let src = xc[start..].iter().step_by(win.sw);
                         out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o = v);
@@ -114,116 +136,230 @@ pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
     w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt + w.pb + w.pl + w.pr == 0
 }
 
-/// Forward pass over `batch` examples. Returns `y` (`batch x o x oh x ow`)
-/// and, when `keep_cols`, every example's patch matrix for the backward pass
-/// (none for pointwise kernels, whose patch matrix is `x` itself). Without
-/// `bias` (Flax's `use_bias=False`) every output starts at zero instead.
+/// A raw pointer that rayon tasks share, each writing its own examples'
+/// disjoint ranges through it.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: the tasks write disjoint ranges (see `Shared::range`) and end
+// before the buffer is used again (rayon joins them).
+unsafe impl<T: Send> Send for Shared<T> {}
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    fn new(buf: &mut [T]) -> Self {
+        Self(buf.as_mut_ptr())
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// The range lies inside the buffer `new` saw, is initialised, and no
+    /// other live reference overlaps it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
+
+/// What [`forward`] keeps for [`backward`]: the input (the patch matrices
+/// are rebuilt from it, example by example, while in cache), the weight, and
+/// the epilogue's choices: where the activation was positive and which cell
+/// each max-pool output took.
+pub(super) struct Saved<E: Elem> {
+    x: Scratch<E>,
+    weight: Scratch<E>,
+    positive: Vec<u8>,
+    argmax: Vec<u32>,
+}
+
+/// The pooling kernels of `epi`'s window, if it pools.
+fn plane_pool<E: Elem>(epi: &Epilogue) -> Option<(PoolKind, PlanePool<E>)> {
+    epi.pool.map(|(kind, win)| (kind, PlanePool::new(&win)))
+}
+
+/// Forward pass over `batch` examples: `y` (`batch x o x` the epilogue's
+/// output plane) and, when `keep`, what the backward pass needs. Without
+/// `bias` (Flax's `use_bias=False`) every output starts at zero.
+///
+/// Each rayon task takes a contiguous run of examples and, per example,
+/// builds its patch matrix, multiplies, and applies the epilogue while the
+/// `o x oh x ow` result is in cache.
 pub(super) fn forward<E: Elem>(
     geom: &ConvGeometry,
+    epi: &Epilogue,
     batch: usize,
-    x: &[E],
-    weight: &[E],
+    x: Scratch<E>,
+    weight: Scratch<E>,
     bias: Option<&[E]>,
-    keep_cols: bool,
-) -> (Vec<E>, Option<Scratch<E>>) {
+    keep: bool,
+) -> (Vec<E>, Saved<E>) {
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let col_len = geom.cols() * positions;
+    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
+    let out_len = geom.o * out_plane;
     let (groups, og) = (geom.groups, geom.o / geom.groups);
     let pointwise = is_pointwise(geom);
-    // `y` is written without zeroing it first: every element starts as its
-    // bias, or zero without one (below), and zeroing 3 MB per layer and step
-    // ahead of the gemms was measurable.
-    let mut y: Vec<E> = Vec::with_capacity(batch * out_len);
-    let mut cols = (keep_cols && !pointwise).then(|| Scratch::new(batch * col_len));
+    let pool = plane_pool::<E>(epi);
+    // Outputs start as their bias, so an unpooled `y` needs no zeroing
+    // pass; a pooled one is small and written by the pooling.
+    let mut y: Vec<E> = if pool.is_some() {
+        vec![E::zero(); batch * out_len]
+    } else {
+        Vec::with_capacity(batch * out_len)
+    };
+    let mut positive = vec![
+        0u8;
+        if keep && epi.relu {
+            batch * conv_len
+        } else {
+            0
+        }
+    ];
+    let max_pool = matches!(pool, Some((PoolKind::Max, _)));
+    let mut argmax = vec![0u32; if max_pool { batch * out_len } else { 0 }];
+    // The whole allocation, written or not (`as_mut_ptr` does not look at
+    // the length).
+    let ys = Shared(y.as_mut_ptr().cast::<std::mem::MaybeUninit<E>>());
+    let (pos, args) = (Shared::new(&mut positive), Shared::new(&mut argmax));
     let per = chunking(batch);
+    let (xs, ws) = (&x[..], &weight[..]);
 
-    let run = |first: usize, y: &mut [MaybeUninit<E>], kept: Option<&mut [E]>| {
-        let mut scratch = None;
-        let kept = kept.map(|k| k.chunks_exact_mut(col_len));
-        let mut kept = kept.into_iter().flatten();
-        for (i, yb) in y.chunks_exact_mut(out_len).enumerate() {
-            let xb = &x[(first + i) * chw..(first + i + 1) * chw];
-            let colsb: &[E] = if pointwise {
-                xb
-            } else {
-                let buf = match kept.next() {
-                    Some(buf) => buf,
-                    None => &mut scratch.get_or_insert_with(|| Scratch::new(col_len))[..],
-                };
-                im2col(geom, xb, buf);
-                buf
+    (0..batch.div_ceil(per)).into_par_iter().for_each(|t| {
+        let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+        // A pooled example's convolution output lives here, in cache, until
+        // it is pooled; an unpooled one is written to `y` in place.
+        let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
+        for b in t * per..((t + 1) * per).min(batch) {
+            let xb = &xs[b * chw..(b + 1) * chw];
+            let colsb: &[E] = match cols.as_deref_mut() {
+                Some(buf) => {
+                    im2col(geom, xb, buf);
+                    buf
+                }
+                None => xb,
             };
+            // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
+            // other buffers below), which only this task touches; `y`'s
+            // capacity covers `batch * out_len`. The unpooled `y` is written
+            // (with the bias) just below, before anything reads it.
             // Every output starts as its bias (or zero); the gemm adds the
-            // convolution. The rows are written here, right before the gemm
-            // reads them, so they are still in cache.
-            for (ch, row) in yb.chunks_exact_mut(positions).enumerate() {
-                let b = bias.map_or(E::zero(), |bias| bias[ch]);
-                row.iter_mut().for_each(|v| {
-                    v.write(b);
-                });
-            }
-            // SAFETY: every element of `yb` was written just above, and
-            // `MaybeUninit<E>` has the layout of `E`.
-            let yb = unsafe { &mut *(yb as *mut [MaybeUninit<E>] as *mut [E]) };
-            // One gemm per group: its outputs, its weight rows, its patch rows.
+            // convolution.
+            let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
+            let yb: &mut [E] = match conv_out.as_deref_mut() {
+                Some(buf) => {
+                    for (ch, row) in buf.chunks_exact_mut(positions).enumerate() {
+                        row.iter_mut().for_each(|v| *v = bias_of(ch));
+                    }
+                    buf
+                }
+                // SAFETY: example `b` owns `b * out_len..` of `y` (and of
+                // the other buffers below), which only this task touches;
+                // `y`'s capacity covers `batch * out_len`. Every element is
+                // written here before the slice is read as `E`.
+                None => unsafe {
+                    let slot = ys.range(b * out_len, out_len);
+                    for (ch, row) in slot.chunks_exact_mut(positions).enumerate() {
+                        row.iter_mut().for_each(|v| {
+                            v.write(bias_of(ch));
+                        });
+                    }
+                    &mut *(slot as *mut [std::mem::MaybeUninit<E>] as *mut [E])
+                },
+            };
             let blocks = yb.chunks_exact_mut(og * positions);
-            let ws = weight.chunks_exact(og * patch);
-            for (g, (yg, wg)) in blocks.zip(ws).enumerate().take(groups) {
+            for (g, (yg, wg)) in blocks
+                .zip(ws.chunks_exact(og * patch))
+                .enumerate()
+                .take(groups)
+            {
                 let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
-                let dst = MatMut::rows(yg, og, positions);
                 matmul(
-                    dst,
+                    MatMut::rows(yg, og, positions),
                     true,
                     Mat::rows(wg, og, patch),
                     Mat::rows(cg, patch, positions),
                 );
             }
+            if epi.relu {
+                // SAFETY: as above; `positive` is empty unless kept.
+                let pb = unsafe { pos.range(b * conv_len, if keep { conv_len } else { 0 }) };
+                relu_in_place(yb, pb);
+            }
+            let Some((kind, pool)) = &pool else {
+                continue;
+            };
+            // SAFETY: as above; a pooled `y` is zero-initialised.
+            let zb = unsafe { &mut *(ys.range(b * out_len, out_len) as *mut _ as *mut [E]) };
+            let planes = yb
+                .chunks_exact(positions)
+                .zip(zb.chunks_exact_mut(out_plane));
+            match kind {
+                PoolKind::Avg => planes.for_each(|(yp, zp)| pool.avg_forward(yp, zp)),
+                PoolKind::Max => {
+                    // SAFETY: as above.
+                    let ab = unsafe { args.range(b * out_len, out_len) };
+                    let ats = ab.chunks_exact_mut(out_plane);
+                    planes
+                        .zip(ats)
+                        .for_each(|((yp, zp), ap)| pool.max_forward(yp, zp, ap));
+                }
+            }
         }
-    };
-
-    let spare = &mut y.spare_capacity_mut()[..batch * out_len];
-    match cols.as_mut() {
-        None => spare
-            .par_chunks_mut(per * out_len)
-            .enumerate()
-            .for_each(|(t, yc)| run(t * per, yc, None)),
-        Some(cols) => spare
-            .par_chunks_mut(per * out_len)
-            .zip(cols.par_chunks_mut(per * col_len))
-            .enumerate()
-            .for_each(|(t, (yc, cc))| run(t * per, yc, Some(cc))),
+    });
+    if pool.is_none() {
+        // SAFETY: the tasks above cover every example and write all of its
+        // `out_len` outputs (a panic there unwinds before this line).
+        unsafe { y.set_len(batch * out_len) };
     }
-    // SAFETY: the chunks above cover `0..batch * out_len` and `run` writes
-    // every element of its chunk (a panic there unwinds before this line).
-    unsafe { y.set_len(batch * out_len) };
-    (y, cols)
+    let saved = Saved {
+        x,
+        weight,
+        positive,
+        argmax,
+    };
+    (y, saved)
+}
+
+/// `y = max(y, 0)`, recording in `positive` (when not empty) where `y > 0`.
+fn relu_in_place<E: Elem>(y: &mut [E], positive: &mut [u8]) {
+    if positive.is_empty() {
+        y.iter_mut().for_each(|v| *v = v.max(E::zero()));
+        return;
+    }
+    for (v, p) in y.iter_mut().zip(positive) {
+        *p = u8::from(*v > E::zero());
+        *v = v.max(E::zero());
+    }
 }
 
 /// Backward pass: adds the input gradient into `dx` (skipped when `dx` is
 /// `None`, e.g. for the network's input batch) and returns the weight and
 /// bias gradients; the bias gradient is empty unless `bias_grad` (a layer
-/// without bias has none to fill). `cols` is what [`forward`] kept (or `x`
-/// for a pointwise kernel).
+/// without bias has none to fill). `dy` is the gradient of the epilogue's
+/// output.
 pub(super) fn backward<E: Elem>(
     geom: &ConvGeometry,
+    epi: &Epilogue,
     batch: usize,
-    cols: &[E],
-    weight: &[E],
+    saved: &Saved<E>,
     dy: &[E],
     dx: Option<&mut [E]>,
     bias_grad: bool,
 ) -> (Scratch<E>, Vec<E>) {
     let win = &geom.win;
     let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, out_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let col_len = geom.cols() * positions;
+    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
+    let out_len = geom.o * out_plane;
     let (groups, og) = (geom.groups, geom.o / geom.groups);
     let gcols = patch * positions;
     let pointwise = is_pointwise(geom);
+    let pool = plane_pool::<E>(epi);
+    let fused = epi.relu || pool.is_some();
     let per = chunking(batch);
     let bias_len = if bias_grad { geom.o } else { 0 };
+    let (x, weight) = (&saved.x[..], &saved.weight[..]);
     // One task per run of `per` examples, with its slice of `dx` if wanted.
     let tasks: Vec<(usize, Option<&mut [E]>)> = match dx {
         Some(dx) => dx.chunks_mut(per * chw).map(Some).enumerate().collect(),
@@ -236,11 +372,56 @@ pub(super) fn backward<E: Elem>(
             // Overwritten by the first example's gemm.
             let mut dw = Scratch::new(geom.o * patch);
             let mut db = vec![E::zero(); bias_len];
+            let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+            let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
             let mut dcols = None;
+            let mut row = vec![E::zero(); pool.as_ref().map_or(0, |_| out_plane)];
             for b in t * per..((t + 1) * per).min(batch) {
                 let i = b - t * per;
-                let dyb = &dy[b * out_len..(b + 1) * out_len];
-                let colsb = &cols[b * col_len..(b + 1) * col_len];
+                let dzb = &dy[b * out_len..(b + 1) * out_len];
+                // The gradient of the convolution's output: `dy` itself, or
+                // built here through the pooling and the activation.
+                let dyb: &[E] = match dconv.as_deref_mut() {
+                    None => dzb,
+                    Some(buf) => {
+                        match &pool {
+                            None => buf.copy_from_slice(dzb),
+                            Some((kind, pool)) => {
+                                buf.iter_mut().for_each(|v| *v = E::zero());
+                                let planes = dzb
+                                    .chunks_exact(out_plane)
+                                    .zip(buf.chunks_exact_mut(positions));
+                                match kind {
+                                    PoolKind::Avg => planes
+                                        .for_each(|(dz, d)| pool.avg_backward(dz, d, &mut row)),
+                                    PoolKind::Max => {
+                                        let ab = &saved.argmax[b * out_len..(b + 1) * out_len];
+                                        planes.zip(ab.chunks_exact(out_plane)).for_each(
+                                            |((dz, d), ap)| PlanePool::max_backward(ap, dz, d),
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                        if epi.relu {
+                            // dfdx's `df(y) * g`, so a NaN or infinite `g`
+                            // spreads the same way.
+                            let pb = &saved.positive[b * conv_len..(b + 1) * conv_len];
+                            for (d, &p) in buf.iter_mut().zip(pb) {
+                                *d *= if p != 0 { E::one() } else { E::zero() };
+                            }
+                        }
+                        buf
+                    }
+                };
+                let xb = &x[b * chw..(b + 1) * chw];
+                let colsb: &[E] = match cols.as_deref_mut() {
+                    Some(buf) => {
+                        im2col(geom, xb, buf);
+                        buf
+                    }
+                    None => xb,
+                };
                 for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
                     let dyg =
                         Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
@@ -290,41 +471,40 @@ pub(super) fn backward<E: Elem>(
     (dw, db)
 }
 
-/// The kernels above, as [`conv_on_tape`](super::conv_on_tape) runs them:
-/// the backward pass keeps the patch matrices (or, pointwise, `x`) and the
-/// weight.
+/// The kernels above, as [`conv_on_tape`](super::conv_on_tape) runs them.
 pub(super) struct Kernels;
 
 impl<E: Elem> super::ConvKernels<E> for Kernels {
     const NAME: &'static str = "conv2d";
-    type Saved = (Scratch<E>, Scratch<E>);
+    type Saved = Saved<E>;
     type WeightGrad = Scratch<E>;
 
-    fn supports(_: &ConvGeometry) -> bool {
-        true
+    fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
+        epi.fits(geom)
     }
 
     fn forward(
         geom: &ConvGeometry,
+        epi: &Epilogue,
         batch: usize,
         x: Scratch<E>,
         weight: Scratch<E>,
         bias: Option<&[E]>,
         keep: bool,
     ) -> (Vec<E>, Self::Saved) {
-        let (y, cols) = forward(geom, batch, &x, &weight, bias, keep);
-        (y, (cols.unwrap_or(x), weight))
+        forward(geom, epi, batch, x, weight, bias, keep)
     }
 
     fn backward(
         geom: &ConvGeometry,
+        epi: &Epilogue,
         batch: usize,
-        (cols, weight): &Self::Saved,
+        saved: &Self::Saved,
         dy: &[E],
         dx: Option<&mut [E]>,
         bias_grad: bool,
     ) -> (Scratch<E>, Vec<E>) {
-        backward(geom, batch, cols, weight, dy, dx, bias_grad)
+        backward(geom, epi, batch, saved, dy, dx, bias_grad)
     }
 }
 

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::gemm::{matmul, Mat, MatMut};
 use super::scratch::Scratch;
 use super::{add_into, chunking, Elem};
-use crate::layers::{ConvGeometry, Window2D};
+use crate::layers::{ConvGeometry, Epilogue, Window2D};
 
 /// The input indices `lo..hi` (of `n`) whose output `i * s + off` lies in
 /// `0..out`.
@@ -184,12 +184,13 @@ impl<E: Elem> super::ConvKernels<E> for Kernels {
     type Saved = (Scratch<E>, Vec<E>);
     type WeightGrad = Vec<E>;
 
-    fn supports(geom: &ConvGeometry) -> bool {
-        geom.groups == 1
+    fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
+        geom.groups == 1 && *epi == Epilogue::NONE
     }
 
     fn forward(
         geom: &ConvGeometry,
+        _: &Epilogue,
         batch: usize,
         x: Scratch<E>,
         weight: Scratch<E>,
@@ -204,6 +205,7 @@ impl<E: Elem> super::ConvKernels<E> for Kernels {
 
     fn backward(
         geom: &ConvGeometry,
+        _: &Epilogue,
         batch: usize,
         (x, wp): &Self::Saved,
         dy: &[E],
@@ -233,7 +235,16 @@ pub(in crate::layers) fn conv_transpose2d<
     bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
-    super::conv_on_tape::<Kernels, _, _, _, _, _, _>(dev, geom, x, weight, bias, y_shape, true)
+    super::conv_on_tape::<Kernels, _, _, _, _, _, _>(
+        dev,
+        geom,
+        &Epilogue::NONE,
+        x,
+        weight,
+        bias,
+        y_shape,
+        true,
+    )
 }
 
 #[cfg(test)]

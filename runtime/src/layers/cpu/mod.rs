@@ -18,7 +18,7 @@ mod scratch;
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::{ConvGeometry, PoolKind, Window2D};
+use super::{ConvGeometry, Epilogue, PoolKind, Window2D};
 use scratch::{Pooled, Scratch};
 
 pub(super) use conv_transpose::conv_transpose2d;
@@ -58,12 +58,13 @@ trait ConvKernels<E: Elem> {
     type Saved: 'static;
     /// The weight's gradient, in `weight`'s layout.
     type WeightGrad: std::ops::Deref<Target = [E]>;
-    /// Whether the kernels handle this geometry (its groups).
-    fn supports(geom: &ConvGeometry) -> bool;
+    /// Whether the kernels handle this geometry (its groups) and epilogue.
+    fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool;
     /// `y` over `batch` examples, and what the backward pass needs (`keep`:
     /// there will be one).
     fn forward(
         geom: &ConvGeometry,
+        epi: &Epilogue,
         batch: usize,
         x: Scratch<E>,
         weight: Scratch<E>,
@@ -74,6 +75,7 @@ trait ConvKernels<E: Elem> {
     /// and (when `bias_grad`, else empty) the bias's gradients.
     fn backward(
         geom: &ConvGeometry,
+        epi: &Epilogue,
         batch: usize,
         saved: &Self::Saved,
         dy: &[E],
@@ -87,9 +89,11 @@ trait ConvKernels<E: Elem> {
 /// them into host buffers, runs `Kn`'s forward kernel and, when `x` has a
 /// tape, records the backward kernel on it (without `input_grad` it leaves
 /// `x`'s gradient alone).
+#[allow(clippy::too_many_arguments)]
 fn conv_on_tape<Kn, E, X, K, Bs, Y, T>(
     dev: &Cpu,
     geom: &ConvGeometry,
+    epi: &Epilogue,
     x: Tensor<X, E, Cpu, T>,
     weight: &Tensor<K, E, Cpu>,
     bias: Option<&Tensor<Bs, E, Cpu>>,
@@ -110,11 +114,11 @@ where
     let batch = numel / chw.max(1);
     assert!(
         batch * chw == numel
-            && Kn::supports(geom)
-            && y_shape.num_elements() == batch * geom.o * geom.win.out_plane()
+            && Kn::supports(geom, epi)
+            && y_shape.num_elements() == batch * geom.o * epi.out_plane(geom)
             && weight.shape().num_elements() == geom.o * geom.patch()
             && bias.is_none_or(|b| b.shape().num_elements() == geom.o),
-        "{}: tensor sizes disagree with {geom:?}",
+        "{}: tensor sizes disagree with {geom:?}, {epi:?}",
         Kn::NAME
     );
     // A permuted or broadcast `x` is copied into row-major order on its own
@@ -125,12 +129,12 @@ where
     let xs = host_vec(x)?;
     let ws = host_vec(weight.clone())?;
     let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
-    let (ys, saved) = Kn::forward(geom, batch, xs, ws, bs.as_deref(), T::OWNS_TAPE);
+    let (ys, saved) = Kn::forward(geom, epi, batch, xs, ws, bs.as_deref(), T::OWNS_TAPE);
     let y = dev.try_tensor_from_vec(ys, y_shape)?;
     if T::OWNS_TAPE {
         let (w_ghost, y_ghost) = (weight.ghost(), y.ghost());
         let b_ghost = bias.map(|b| b.ghost());
-        let geom = *geom;
+        let (geom, epi) = (*geom, *epi);
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
             let dx = match input_grad {
@@ -138,7 +142,7 @@ where
                 false => None,
             };
             let with_bias = b_ghost.is_some();
-            let (dw, db) = Kn::backward(&geom, batch, &saved, &dy, dx, with_bias);
+            let (dw, db) = Kn::backward(&geom, &epi, batch, &saved, &dy, dx, with_bias);
             add_into(grads.get_or_alloc_mut(&w_ghost)?, &dw);
             if let Some(b_ghost) = &b_ghost {
                 add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
@@ -150,21 +154,26 @@ where
     Ok(y.put_tape(tape))
 }
 
-/// See [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d);
+/// See [`FlaxenDevice::try_conv2d_fused`](super::FlaxenDevice::try_conv2d_fused)
+/// (and, with [`Epilogue::NONE`], [`FlaxenDevice::try_conv2d`](super::FlaxenDevice::try_conv2d));
 /// without `input_grad` the backward pass leaves `x`'s gradient alone
 /// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)),
 /// and without `bias` the convolution has none
 /// ([`FlaxenDevice::try_conv2d_unbiased`](super::FlaxenDevice::try_conv2d_unbiased)).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     geom: &ConvGeometry,
+    epi: &Epilogue,
     x: Tensor<X, E, Cpu, T>,
     weight: &Tensor<K, E, Cpu>,
     bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
     input_grad: bool,
 ) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
-    conv_on_tape::<conv::Kernels, _, _, _, _, _, _>(dev, geom, x, weight, bias, y_shape, input_grad)
+    conv_on_tape::<conv::Kernels, _, _, _, _, _, _>(
+        dev, geom, epi, x, weight, bias, y_shape, input_grad,
+    )
 }
 
 /// See [`FlaxenDevice::try_dense`](super::FlaxenDevice::try_dense): `x` is

@@ -127,30 +127,113 @@ fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E
     }
 }
 
+/// The per-plane pooling kernels of one window, with what every plane
+/// shares worked out once: the parallel passes below and the fused
+/// convolution epilogue ([`super::conv`]) run these.
+pub(super) struct PlanePool<E> {
+    win: Window2D,
+    scale: E,
+    cols: Vec<(usize, usize, usize)>,
+    tiling: bool,
+}
+
+impl<E: Elem> PlanePool<E> {
+    pub(super) fn new(win: &Window2D) -> Self {
+        Self {
+            win: *win,
+            scale: E::one() / E::from(win.window()).unwrap_or_else(E::one),
+            cols: all_valid_cols(win),
+            tiling: is_tiling(win),
+        }
+    }
+
+    /// Flax's `avg_pool` of plane `xp` into `yp` (overwritten): padded
+    /// cells count as zeros and every window divides by `kh * kw`.
+    pub(super) fn avg_forward(&self, xp: &[E], yp: &mut [E]) {
+        let win = &self.win;
+        yp.iter_mut().for_each(|v| *v = E::zero());
+        if self.tiling {
+            return avg_forward_tiled(win, self.scale, xp, yp);
+        }
+        for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
+            for_each_cell(win, &self.cols, oy, |lo, hi, first| {
+                let src = xp[first..].iter().step_by(win.sw);
+                out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o += v);
+            });
+            out.iter_mut().for_each(|o| *o *= self.scale);
+        }
+    }
+
+    /// Adds plane `dyp`'s average-pooling input gradient into `dxp`; `g` is
+    /// scratch of `ow` elements.
+    pub(super) fn avg_backward(&self, dyp: &[E], dxp: &mut [E], g: &mut [E]) {
+        let win = &self.win;
+        if self.tiling {
+            return avg_backward_tiled(win, self.scale, dyp, dxp, g);
+        }
+        for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
+            g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * self.scale);
+            for ki in 0..win.kh {
+                let Some(iy) = input_row(win, oy, ki) else {
+                    continue;
+                };
+                let row = &mut dxp[iy * win.w..(iy + 1) * win.w];
+                for &(lo, hi, ix) in &self.cols {
+                    let dst = row[ix..].iter_mut().step_by(win.sw);
+                    dst.zip(&g[lo..hi]).for_each(|(d, &v)| *d += v);
+                }
+            }
+        }
+    }
+
+    /// Flax's `max_pool` of plane `xp` into `yp`, and in `ap` the index
+    /// within the plane of each output's first maximal input (row-major),
+    /// or [`NO_ARGMAX`].
+    pub(super) fn max_forward(&self, xp: &[E], yp: &mut [E], ap: &mut [u32]) {
+        let win = &self.win;
+        yp.iter_mut().for_each(|v| *v = E::neg_infinity());
+        ap.iter_mut().for_each(|a| *a = NO_ARGMAX);
+        let rows = yp.chunks_exact_mut(win.ow).zip(ap.chunks_exact_mut(win.ow));
+        for (oy, (out, at)) in rows.enumerate() {
+            // Cells are visited in row-major window order, so `>` keeps the
+            // first maximum (XLA's choice for the gradient); a NaN wins, so
+            // it propagates.
+            for_each_cell(win, &self.cols, oy, |lo, hi, first| {
+                let cells = xp[first..].iter().step_by(win.sw);
+                let outs = out[lo..hi].iter_mut().zip(&mut at[lo..hi]);
+                for (k, ((o, a), &v)) in outs.zip(cells).enumerate() {
+                    if *a == NO_ARGMAX || v > *o || v.is_nan() && !o.is_nan() {
+                        *o = v;
+                        *a = (first + k * win.sw) as u32;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Adds plane `dyp`'s max-pooling input gradient into `dxp`: each
+    /// output's gradient goes to the cell `ap` recorded.
+    pub(super) fn max_backward(ap: &[u32], dyp: &[E], dxp: &mut [E]) {
+        for (&a, &g) in ap.iter().zip(dyp) {
+            if a != NO_ARGMAX {
+                dxp[a as usize] += g;
+            }
+        }
+    }
+}
+
 /// Average pooling forward over `planes` planes: Flax's `avg_pool`, padded
 /// cells count as zeros and every window divides by `kh * kw`.
 pub(super) fn avg_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> Vec<E> {
     let (plane, positions) = (win.in_plane(), win.out_plane());
-    let scale = E::one() / E::from(win.window()).unwrap_or_else(E::one);
+    let pool = PlanePool::new(win);
     let mut y = vec![E::zero(); planes * positions];
     let per = chunking(planes);
-    let cols = all_valid_cols(win);
     y.par_chunks_mut(per * positions)
         .enumerate()
         .for_each(|(t, yc)| {
             for (i, yp) in yc.chunks_exact_mut(positions).enumerate() {
-                let xp = &x[(t * per + i) * plane..][..plane];
-                if is_tiling(win) {
-                    avg_forward_tiled(win, scale, xp, yp);
-                    continue;
-                }
-                for (oy, out) in yp.chunks_exact_mut(win.ow).enumerate() {
-                    for_each_cell(win, &cols, oy, |lo, hi, first| {
-                        let src = xp[first..].iter().step_by(win.sw);
-                        out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o += v);
-                    });
-                    out.iter_mut().for_each(|o| *o *= scale);
-                }
+                pool.avg_forward(&x[(t * per + i) * plane..][..plane], yp);
             }
         });
     y
@@ -159,32 +242,15 @@ pub(super) fn avg_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> Ve
 /// Adds the average-pooling input gradient into `dx`.
 pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
     let (plane, positions) = (win.in_plane(), win.out_plane());
-    let scale = E::one() / E::from(win.window()).unwrap_or_else(E::one);
+    let pool = PlanePool::new(win);
     let per = chunking(dx.len() / plane.max(1));
-    let cols = all_valid_cols(win);
     dx.par_chunks_mut(per * plane)
         .enumerate()
         .for_each(|(t, dxc)| {
             let mut g = vec![E::zero(); win.ow];
             for (i, dxp) in dxc.chunks_exact_mut(plane).enumerate() {
                 let dyp = &dy[(t * per + i) * positions..][..positions];
-                if is_tiling(win) {
-                    avg_backward_tiled(win, scale, dyp, dxp, &mut g);
-                    continue;
-                }
-                for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
-                    g.iter_mut().zip(gy).for_each(|(g, &v)| *g = v * scale);
-                    for ki in 0..win.kh {
-                        let Some(iy) = input_row(win, oy, ki) else {
-                            continue;
-                        };
-                        let row = &mut dxp[iy * win.w..(iy + 1) * win.w];
-                        for &(lo, hi, ix) in &cols {
-                            let dst = row[ix..].iter_mut().step_by(win.sw);
-                            dst.zip(&g[lo..hi]).for_each(|(d, &v)| *d += v);
-                        }
-                    }
-                }
+                pool.avg_backward(dyp, dxp, &mut g);
             }
         });
 }
@@ -193,10 +259,10 @@ pub(super) fn avg_backward<E: Elem>(win: &Window2D, dy: &[E], dx: &mut [E]) {
 /// plane of the first maximal input (row-major), or [`NO_ARGMAX`].
 pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (Vec<E>, Vec<u32>) {
     let (plane, positions) = (win.in_plane(), win.out_plane());
-    let mut y = vec![E::neg_infinity(); planes * positions];
+    let pool = PlanePool::new(win);
+    let mut y = vec![E::zero(); planes * positions];
     let mut arg = vec![NO_ARGMAX; planes * positions];
     let per = chunking(planes);
-    let cols = all_valid_cols(win);
     y.par_chunks_mut(per * positions)
         .zip(arg.par_chunks_mut(per * positions))
         .enumerate()
@@ -205,23 +271,7 @@ pub(super) fn max_forward<E: Elem>(win: &Window2D, planes: usize, x: &[E]) -> (V
                 .chunks_exact_mut(positions)
                 .zip(ac.chunks_exact_mut(positions));
             for (i, (yp, ap)) in planes_out.enumerate() {
-                let xp = &x[(t * per + i) * plane..][..plane];
-                let rows = yp.chunks_exact_mut(win.ow).zip(ap.chunks_exact_mut(win.ow));
-                for (oy, (out, at)) in rows.enumerate() {
-                    // Cells are visited in row-major window order, so `>`
-                    // keeps the first maximum (XLA's choice for the
-                    // gradient); a NaN wins, so it propagates.
-                    for_each_cell(win, &cols, oy, |lo, hi, first| {
-                        let cells = xp[first..].iter().step_by(win.sw);
-                        let outs = out[lo..hi].iter_mut().zip(&mut at[lo..hi]);
-                        for (k, ((o, a), &v)) in outs.zip(cells).enumerate() {
-                            if *a == NO_ARGMAX || v > *o || v.is_nan() && !o.is_nan() {
-                                *o = v;
-                                *a = (first + k * win.sw) as u32;
-                            }
-                        }
-                    });
-                }
+                pool.max_forward(&x[(t * per + i) * plane..][..plane], yp, ap);
             }
         });
     (y, arg)
@@ -237,11 +287,7 @@ pub(super) fn max_backward<E: Elem>(win: &Window2D, arg: &[u32], dy: &[E], dx: &
         .for_each(|(t, dxc)| {
             for (i, dxp) in dxc.chunks_exact_mut(plane).enumerate() {
                 let at = (t * per + i) * positions..(t * per + i + 1) * positions;
-                for (&a, &g) in arg[at.clone()].iter().zip(&dy[at]) {
-                    if a != NO_ARGMAX {
-                        dxp[a as usize] += g;
-                    }
-                }
+                PlanePool::<E>::max_backward(&arg[at.clone()], &dy[at], dxp);
             }
         });
 }

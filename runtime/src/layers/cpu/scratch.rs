@@ -43,8 +43,13 @@ impl Pooled for f64 {
 
 /// A buffer of `len` elements from the pool. Its contents are unspecified
 /// (stale values from an earlier use): callers overwrite what they read.
+///
+/// `buf.len()` is how much of the allocation has ever been initialised,
+/// which may exceed `len`: a reused buffer is only filled past that mark,
+/// so taking a large buffer from the pool costs no pass over it.
 pub(crate) struct Scratch<E: Pooled> {
     buf: Vec<E>,
+    len: usize,
 }
 
 impl<E: Pooled> Scratch<E> {
@@ -61,14 +66,16 @@ impl<E: Pooled> Scratch<E> {
                 .map(|(i, _)| i);
             best.map(|i| idle.swap_remove(i)).unwrap_or_default()
         };
-        buf.resize(len, E::default());
-        Self { buf }
+        if buf.len() < len {
+            buf.resize(len, E::default());
+        }
+        Self { buf, len }
     }
 
     /// A buffer of `len` zeros.
     pub(crate) fn zeroed(len: usize) -> Self {
         let mut s = Self::new(len);
-        s.buf.fill(E::default());
+        s.fill(E::default());
         s
     }
 }
@@ -93,13 +100,13 @@ impl<E: Pooled> Drop for Scratch<E> {
 impl<E: Pooled> Deref for Scratch<E> {
     type Target = [E];
     fn deref(&self) -> &[E] {
-        &self.buf
+        &self.buf[..self.len]
     }
 }
 
 impl<E: Pooled> DerefMut for Scratch<E> {
     fn deref_mut(&mut self) -> &mut [E] {
-        &mut self.buf
+        &mut self.buf[..self.len]
     }
 }
 
@@ -113,9 +120,16 @@ mod tests {
             let s = Scratch::<f64>::new(12345);
             s.as_ptr()
         };
-        let s = Scratch::<f64>::new(12000);
+        let mut s = Scratch::<f64>::new(12000);
         assert_eq!(s.len(), 12000);
         assert_eq!(s.as_ptr(), ptr);
+        s[11999] = 3.0;
+        drop(s);
+        // Reused past its earlier length: the tail is initialised, and a
+        // zeroed buffer is zero everywhere it shows.
+        let s = Scratch::<f64>::zeroed(12345);
+        assert_eq!(s.len(), 12345);
+        assert!(s.iter().all(|&v| v == 0.0));
         assert!(Scratch::<f64>::zeroed(7).iter().all(|&v| v == 0.0));
     }
 }
