@@ -17,6 +17,7 @@ use std::any::{Any, TypeId};
 
 use dfdx::prelude::{Cpu, Storage};
 use num_traits::Float;
+use rayon::prelude::*;
 
 /// Adam's constants for one step, from `f64` hyper-parameters.
 #[derive(Debug, Clone, Copy)]
@@ -38,8 +39,10 @@ pub(crate) fn on_host<V: 'static>() -> bool {
 }
 
 /// A per-element computation over host slices (moments, scratch) and the
-/// gradient, in any float type.
-pub(crate) trait HostKernel {
+/// gradient, in any float type: element `i` of every output depends only
+/// on element `i` of the inputs, so [`run_on_host`] may split the slices
+/// across threads.
+pub(crate) trait HostKernel: Sync {
     fn run<F: Float>(&self, bufs: &mut [&mut [F]], grad: &[F]);
 }
 
@@ -86,15 +89,38 @@ pub(crate) fn run_on_host<V: 'static, K: HostKernel>(
     bufs: &mut [&mut V],
     grad: &V,
 ) -> bool {
-    if let Some((mut b, g)) = views::<f32, V>(bufs, grad) {
-        kernel.run(&mut b, g);
+    if let Some((b, g)) = views::<f32, V>(bufs, grad) {
+        run_split(kernel, b, g);
         return true;
     }
-    if let Some((mut b, g)) = views::<f64, V>(bufs, grad) {
-        kernel.run(&mut b, g);
+    if let Some((b, g)) = views::<f64, V>(bufs, grad) {
+        run_split(kernel, b, g);
         return true;
     }
     false
+}
+
+/// Elements per task of [`run_split`]: a task outweighs its scheduling.
+const SPLIT: usize = 1 << 15;
+
+/// `kernel` over `bufs` and `g`, in blocks of [`SPLIT`] elements on the
+/// rayon threads (the same arithmetic per element, so the same results).
+fn run_split<F: Float + Send + Sync, K: HostKernel>(kernel: &K, mut bufs: Vec<&mut [F]>, g: &[F]) {
+    if g.len() <= SPLIT {
+        return kernel.run(&mut bufs, g);
+    }
+    let blocks = g.len().div_ceil(SPLIT);
+    let mut per: Vec<Vec<&mut [F]>> = (0..blocks)
+        .map(|_| Vec::with_capacity(bufs.len()))
+        .collect();
+    for b in bufs {
+        for (i, c) in b.chunks_mut(SPLIT).enumerate() {
+            per[i].push(c);
+        }
+    }
+    per.into_par_iter()
+        .zip(g.par_chunks(SPLIT))
+        .for_each(|(mut b, g)| kernel.run(&mut b, g));
 }
 
 /// `x` rounded from `f64` to `F` (hyper-parameters are `f64`, as Python's
@@ -196,4 +222,33 @@ impl HostKernel for RmsConsts {
 /// an ulp of it, and agrees more often than `1 / sqrt` in `F` does.
 fn rsqrt<F: Float>(x: F) -> F {
     cast(1.0 / x.to_f64().unwrap_or(f64::NAN).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Split across threads, the kernel gives the values it gives in one
+    /// piece, bit for bit (three blocks and a ragged tail).
+    #[test]
+    fn split_runs_equal_one_run() {
+        let n = 3 * SPLIT + 123;
+        let g: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.37).sin()).collect();
+        let start = |k: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32) * k).cos() * 0.1).collect() };
+        let c = AdamConsts {
+            b1: 0.9,
+            b2: 0.999,
+            eps: 1e-8,
+            t: 3,
+        };
+        let (mut m1, mut v1, mut d1) = (
+            start(0.11),
+            start(0.13).iter().map(|v| v * v).collect::<Vec<_>>(),
+            vec![0.0; n],
+        );
+        let (mut m2, mut v2, mut d2) = (m1.clone(), v1.clone(), d1.clone());
+        c.run(&mut [&mut m1[..], &mut v1[..], &mut d1[..]], &g);
+        run_split(&c, vec![&mut m2[..], &mut v2[..], &mut d2[..]], &g);
+        assert_eq!((m1, v1, d1), (m2, v2, d2));
+    }
 }
