@@ -1,36 +1,97 @@
 #!/usr/bin/env bash
-# Side-by-side throughput of flaxen (examples/bench_layers) and JAX/Flax
-# (bench/jax_reference.py) on W1 and W2, alternating the frameworks round by
-# round so that both see the same machine load, then printing the median
-# samples/s of each. A loaded machine moves single runs by 30% or more; the
-# medians of alternated rounds are what to compare.
+# flaxen against JAX/Flax on the W1 and W2 training workloads (batch 32,
+# Adam, integer labels), each framework in its modes, alternating the
+# frameworks round by round so that all see the same machine load, then
+# printing the medians and the ratio of each framework's best mode.
 #
-#   cargo build --release --example bench_layers
-#   JAX_PYTHON=/tmp/jaxenv/bin/python bench/compare.sh [ROUNDS]
+#   flaxen: "step"  - one TrainState step per call (bench_scan's naive loop),
+#           "scan"  - scan!(5) over 5 stacked batches (bench_scan),
+#           "layers"- the same networks built from flaxen's layers by hand,
+#                     trained with dfdx's Adam (bench_layers).
+#   JAX:    "step"  - one jitted step per call,
+#           "scan"  - lax.scan over 5 stacked batches with unroll=True
+#                     (XLA:CPU's fastest mode for these models).
 #
-# BASE_BIN=/path/to/older/bench_layers adds that binary to every round
-# (before/after comparisons); JAX_PYTHON= (empty) skips JAX.
+# The machine's limit is measured in the same rounds: XLA's jitted 2048x2048
+# f32 matmul, and flaxen's own GEMM (a Dense forward, 2048 x 2048 x 2048).
+#
+#   pip install -r tests/python/requirements.txt   # jax, flax, optax
+#   JAX_PYTHON=/path/to/venv/bin/python bench/compare.sh [ROUNDS]
+#
+# JAX_PYTHON= (empty) skips JAX. BASE_DIR=/path/to/older/examples adds an
+# older build's bench_layers and bench_scan to every round (before/after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-5}
-bin=${FLAXEN_BIN:-target/release/examples/bench_layers}
+rounds=${1:-3}
 jax=${JAX_PYTHON-python3}
-base=${BASE_BIN:-}
+base=${BASE_DIR:-}
+cargo build --release --example bench_layers --example bench_scan >&2
+bin=target/release/examples
 log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for r in $(seq "$rounds"); do
-    "$bin" | sed 's/^/flaxen /' >>"$log"
-    if [ -n "$base" ]; then "$base" | sed 's/^/base /' >>"$log"; fi
+    "$bin/bench_scan" | sed 's/^/flaxen /' >>"$log"
+    "$bin/bench_layers" --only W1 | sed 's/^/flaxen /' >>"$log"
+    "$bin/bench_layers" --only W2 | sed 's/^/flaxen /' >>"$log"
+    "$bin/bench_layers" --only GEMM | sed 's/^/flaxen /' >>"$log"
+    if [ -n "$base" ]; then
+        "$base/bench_scan" | sed 's/^/base /' >>"$log"
+        "$base/bench_layers" --only W1 | sed 's/^/base /' >>"$log"
+        "$base/bench_layers" --only W2 | sed 's/^/base /' >>"$log"
+    fi
     if [ -n "$jax" ]; then "$jax" bench/jax_reference.py | sed 's/^/jax /' >>"$log"; fi
     echo "round $r/$rounds done" >&2
 done
-python3 - "$log" <<'PY'
+python3 - "$log" "$rounds" <<'PY'
 import json, statistics, sys
+FLOPS = {"W1": 1.279488e6, "W2": 27.411456e6}  # training FLOPs per sample
 runs = {}
+def add(key, v):
+    runs.setdefault(key, []).append(v)
 for line in open(sys.argv[1]):
     who, _, js = line.partition(" ")
     d = json.loads(js)
-    runs.setdefault((d["workload"], who), []).append(d["samples_per_s"])
-for (w, who), v in sorted(runs.items()):
-    print(f"{w} {who:6} median {statistics.median(v):7.0f} samples/s  runs {sorted(v)}")
+    w = d["workload"]
+    if d.get("bench") == "scan":
+        add((w, who, "step"), d["naive_samples_per_s"])
+        add((w, who, "scan"), d["scan_samples_per_s"])
+    elif w in ("MATMUL2048", "GEMM2048"):
+        add((w, who, "gflop"), d["gflop_per_s"])
+    elif who == "jax":
+        add((w, who, d["mode"]), d["samples_per_s"])
+    else:
+        add((w, who, "layers"), d["samples_per_s"])
+med = {k: statistics.median(v) for k, v in runs.items()}
+print(f"medians of {sys.argv[2]} alternated rounds, samples/s (batch 32)\n")
+print("| workload | framework | step | scan (K=5) | layers | best | best GFLOP/s |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+best = {}
+for w in ("W1", "W2"):
+    for who in ("flaxen", "base", "jax"):
+        modes = {m: med.get((w, who, m)) for m in ("step", "scan", "layers")}
+        vals = [v for v in modes.values() if v]
+        if not vals:
+            continue
+        best[(w, who)] = max(vals)
+        cell = lambda v: f"{v:,.0f}" if v else "-"
+        print(f"| {w} | {who} | {cell(modes['step'])} | {cell(modes['scan'])} | "
+              f"{cell(modes['layers'])} | {cell(best[(w, who)])} | "
+              f"{best[(w, who)] * FLOPS[w] / 1e9:.1f} |")
+print()
+for w in ("W1", "W2"):
+    if (w, "jax") in best:
+        print(f"{w}: flaxen best / JAX best = {best[(w, 'flaxen')] / best[(w, 'jax')]:.2f}")
+    if (w, "base") in best:
+        print(f"{w}: flaxen best / base best = {best[(w, 'flaxen')] / best[(w, 'base')]:.2f}")
+    s, n = med.get((w, "flaxen", "scan")), med.get((w, "flaxen", "step"))
+    if s and n:
+        print(f"{w}: flaxen scan!(5) / naive loop = {s / n:.2f}")
+xla, own = med.get(("MATMUL2048", "jax", "gflop")), med.get(("GEMM2048", "flaxen", "gflop"))
+if xla:
+    print(f"\nmatmul ceiling: XLA 2048^2 {xla:.1f} GFLOP/s", end="")
+    print(f", flaxen's GEMM 2048^2 {own:.1f} GFLOP/s" if own else "")
+    w2 = best.get(("W2", "flaxen"))
+    if w2:
+        print(f"W2 flaxen best: {w2 * FLOPS['W2'] / 1e9:.1f} GFLOP/s = "
+              f"{100 * w2 * FLOPS['W2'] / 1e9 / xla:.0f}% of XLA's matmul rate")
 PY
-rm -f "$log"

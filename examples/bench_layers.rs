@@ -7,7 +7,8 @@
 //! cargo run --release --example bench_layers -- --quick # smoke run (CI)
 //! ```
 //! (`FLAXEN_BENCH_QUICK=1` does the same as `--quick`; `--only W2` runs one
-//! workload.)
+//! workload; `--only GEMM` measures flaxen's GEMM on a 2048^2 product, the
+//! ceiling `bench/compare.sh` holds the workloads against.)
 //!
 //! On Linux with glibc the benchmark first tells malloc to keep freed memory
 //! with `flaxen::runtime::malloc::keep_freed_memory()` (`--system-malloc`
@@ -212,6 +213,28 @@ macro_rules! bench {
     }};
 }
 
+/// flaxen's own GEMM at the machine's limit: a `Dense<2048, 2048>` forward
+/// on a batch of 2048 (one 2048 x 2048 x 2048 product through the same
+/// kernel the layers use, plus its input copies), the figure to hold
+/// against XLA's 2048^2 matmul.
+fn gemm_ceiling(reps: usize) {
+    const N: usize = 2048;
+    let dev: Cpu = Default::default();
+    let dense = dev.build_module::<Dense<N, N>, f32>();
+    let x: Tensor<Rank2<N, N>, f32, Cpu> = dev.sample_normal();
+    let _ = dense.forward(x.clone());
+    let start = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(dense.forward(x.clone()));
+    }
+    let secs = start.elapsed().as_secs_f64() / reps as f64;
+    println!(
+        "{{\"workload\":\"GEMM2048\",\"gflop_per_s\":{:.1},\"ms\":{:.3}}}",
+        2.0 * (N * N * N) as f64 / secs / 1e9,
+        secs * 1e3
+    );
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--system-malloc") {
         flaxen::runtime::malloc::keep_freed_memory();
@@ -248,6 +271,9 @@ fn main() {
     }
     if run("RESIZE") {
         resize_bench::bench(warmup.min(5), (steps / 10).max(1));
+    }
+    if run("GEMM") {
+        gemm_ceiling(if quick { 1 } else { 20 });
     }
     if run("W3") {
         // A transposed conv's FLOPs are those of the conv it transposes:
