@@ -260,6 +260,13 @@
 /// generated types as `Const` dimensions, so rustc checks them again against
 /// the layers' own impls.
 ///
+/// Each layer and op call runs between the hooks of the profiler,
+/// [`runtime::profile`]: while a [`Profiler`](runtime::profile::Profiler)
+/// runs they record the call's forward and backward time under its field
+/// name (`conv_0`, `block_0.dense_1` inside a nested model) or op name
+/// (`relu_1`); otherwise each costs one relaxed atomic load. The
+/// `docs/profiling.md` guide shows a training step profiled.
+///
 /// The layers are flaxen's runtime layers where it has them (`Conv` →
 /// `layers::Conv2D`, or `layers::UnbiasedConv2D` with `use_bias = false`, pools, `flatten` → `layers::Flatten2D`, `relu` →
 /// `layers::Relu`, `Dense` → `layers::Dense`, or `layers::UnbiasedDense`
@@ -369,6 +376,12 @@ pub mod prelude {
     pub use flaxen_runtime::dfdx::prelude::*;
     pub use flaxen_runtime::prelude::*;
 }
+
+/// The profiling guide, `docs/profiling.md`, whose examples run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/profiling.md")]
+pub struct ProfilingGuide;
 
 /// Paths used by code that the macros generate. Not public API.
 #[doc(hidden)]

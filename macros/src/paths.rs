@@ -35,3 +35,8 @@ pub fn activations() -> TokenStream {
 pub fn compact_resume() -> TokenStream {
     quote!(::flaxen::__private::compact_resume)
 }
+
+/// The runtime's profiler hooks, called around each layer and op.
+pub fn profile() -> TokenStream {
+    quote!(::flaxen::__private::flaxen_runtime::profile)
+}

@@ -16,6 +16,7 @@ pub mod losses;
 pub mod malloc;
 pub mod metrics;
 pub mod optim;
+pub mod profile;
 pub mod run_lock;
 pub mod scan;
 pub mod schedule;

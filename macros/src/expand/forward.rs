@@ -4,16 +4,27 @@ use crate::ast::Arith;
 use crate::ast::Elem;
 use crate::check::{Kind, Plan};
 use crate::gen::Mode;
+use crate::layers::Layer;
 use crate::ops::Io;
 use crate::paths;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use std::collections::HashMap;
 
 /// The where-clauses and body; with `no_input_grad`, the layers that can
 /// skip the input's gradient get it as `NoInputGrad(__t0)`.
+///
+/// Every step but the inputs runs between the profiler's hooks:
+/// `let __s = enter("conv_0");` before it (`enter_block` for a nested
+/// model, whose calls are then named under its own), `mark(&__s, x)` on its
+/// first tensor input (the "backward ends" marker on the tape) and
+/// `exit(y, __s)` on its output ("backward starts"; `exit_untaped` for a
+/// mask). Without a running profiler each is one atomic load and moves.
 pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStream>, TokenStream) {
     let dfdx = paths::dfdx();
     let rt = paths::compact();
+    let prof = paths::profile();
+    let names = span_names(plan);
     // How many reads of each step remain; every read but the last clones
     // the tensor with an empty tape (dfdx's idiom for a reused value).
     let mut remaining = vec![0usize; plan.steps.len()];
@@ -55,7 +66,12 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         let inputs = step.kind.inputs();
         let in_tys: Vec<TokenStream> = inputs.iter().map(|i| plan.steps[*i].ty()).collect();
         let in_ty = in_tys.first().cloned().unwrap_or_default();
-        let args: Vec<TokenStream> = inputs.iter().map(|i| read(*i)).collect();
+        let mut args: Vec<TokenStream> = inputs.iter().map(|i| read(*i)).collect();
+        if let (Some(first), Some(x)) = (inputs.first(), args.first_mut()) {
+            if !masks[*first] {
+                *x = quote!(#prof::mark(&__s, #x));
+            }
+        }
         let v = format_ident!("__t{}", k);
         let value = match &step.kind {
             Kind::Input => continue,
@@ -117,10 +133,58 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 quote!(#x.try_negate()?)
             }
         };
-        stmts.push(quote!(let #v: #out = #value;));
+        let (name, block) = &names[k];
+        let enter = if *block {
+            quote!(enter_block)
+        } else {
+            quote!(enter)
+        };
+        let exit = if masks[k] {
+            quote!(exit_untaped)
+        } else {
+            quote!(exit)
+        };
+        stmts.push(quote! {
+            let __s = #prof::#enter(#name);
+            let #v: #out = #prof::#exit(#value, __s);
+        });
     }
     let out = read(plan.output);
     (wheres, quote!(#(#stmts)* ::core::result::Result::Ok(#out)))
+}
+
+/// Each step's profiler name and whether it is a nested model's call: a
+/// layer's field name (`conv_0`), an op's word counted per model in call
+/// order (`relu_0`, `relu_1`), `add_0` / `sub_0` / `mul_0` / `div_0` for
+/// arithmetic (with a tensor or a number), `neg_0`.
+fn span_names(plan: &Plan) -> Vec<(String, bool)> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut counted = |word: String| {
+        let n = counts.entry(word.clone()).or_default();
+        *n += 1;
+        format!("{word}_{}", *n - 1)
+    };
+    plan.steps
+        .iter()
+        .map(|s| match &s.kind {
+            Kind::Input => (String::new(), false),
+            Kind::Field { field, .. } => {
+                let f = &plan.fields[*field];
+                (f.name.to_string(), matches!(f.layer, Layer::Nested(_)))
+            }
+            Kind::Op { op, .. } => (counted(op.word()), false),
+            Kind::Binary(op, ..) | Kind::Scalar { op, .. } => {
+                let word = match op {
+                    Arith::Add => "add",
+                    Arith::Sub => "sub",
+                    Arith::Mul => "mul",
+                    Arith::Div => "div",
+                };
+                (counted(word.into()), false)
+            }
+            Kind::Neg(_) => (counted("neg".into()), false),
+        })
+        .collect()
 }
 
 /// dfdx's arithmetic.

@@ -152,6 +152,13 @@ impl Activation {
         }
     }
 
+    /// The word as written (`gelu`, `hard_swish`), from the description.
+    pub fn word(&self) -> String {
+        let doc = self.doc();
+        let word = doc.trim_start_matches('`');
+        word.split(['(', '`']).next().unwrap_or(word).to_string()
+    }
+
     pub fn doc(&self) -> String {
         match self {
             Activation::Relu => "`relu`".into(),

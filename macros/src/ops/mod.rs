@@ -288,6 +288,26 @@ impl Op {
         }
     }
 
+    /// The op's word, which names its profiler spans (`relu`, `avg_pool`).
+    pub fn word(&self) -> String {
+        match self {
+            Op::Activation(a) => a.word(),
+            Op::Dropout(_) => "dropout".into(),
+            Op::Softmax { log: true, .. } => "log_softmax".into(),
+            Op::Softmax { log: false, .. } => "softmax".into(),
+            Op::Reduce { mean: true, .. } => "mean".into(),
+            Op::Reduce { mean: false, .. } => "sum".into(),
+            Op::Concat { .. } => "concatenate".into(),
+            Op::Pool(p) => p.word().into(),
+            Op::FlattenImage { .. } => "flatten".into(),
+            Op::Reshape => "reshape".into(),
+            Op::Resize(_) => "resize".into(),
+            Op::Permute(_) => "transpose".into(),
+            Op::Take(_) => "index".into(),
+            Op::Mask(m) => m.doc().trim_matches('`').into(),
+        }
+    }
+
     /// A short description for the generated rustdoc.
     pub fn doc(&self) -> Option<String> {
         Some(match self {

@@ -67,8 +67,17 @@ impl Pool {
         quote!(#l::#ty<#c, #g>)
     }
 
+    /// `avg_pool` or `max_pool`.
+    pub fn word(&self) -> &'static str {
+        if self.avg {
+            "avg_pool"
+        } else {
+            "max_pool"
+        }
+    }
+
     pub fn doc(&self) -> String {
-        let what = if self.avg { "avg_pool" } else { "max_pool" };
+        let what = self.word();
         format!(
             "`{what}` {}x{}, strides {}x{}",
             self.window.0, self.window.1, self.strides.0, self.strides.1
