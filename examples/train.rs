@@ -5,6 +5,7 @@
 //! cargo run --release --example train                 # embedded digits
 //! cargo run --release --example train -- --data-dir ~/mnist --epochs 3
 //! cargo run --release --example train -- --resume     # continue the last run
+//! cargo run --release --example train -- --profile 20 --out runs/profile
 //! ```
 //!
 //! Every run writes to `--out` (default `runs/train`): `metrics.jsonl`,
@@ -16,6 +17,12 @@
 //! a directory a live run holds (its lock, `<out>/.lock`) is refused
 //! whatever the flags. The data are checked (image size, labels, enough
 //! examples) before the run directory is touched.
+//!
+//! `--profile N` trains a few warmup steps, then N steps under flaxen's
+//! profiler, prints where their time went layer by layer (forward and
+//! backward) and writes `<out>/profile.trace.json`, a Chrome trace for
+//! Perfetto or `chrome://tracing`; the run stops there, as with
+//! `--max-steps`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -27,6 +34,7 @@ use flaxen::runtime::data::idx::{find_mnist_files, load_mnist, MNIST_CLASSES};
 use flaxen::runtime::data::Requirements;
 use flaxen::runtime::logging::JsonlWriter;
 use flaxen::runtime::optim::{Adam, Chain, ClipByGlobalNorm};
+use flaxen::runtime::profile::{self, ProfileReport, Profiler};
 use flaxen::runtime::run_lock::RunLock;
 use flaxen::runtime::schedule::WarmupCosineDecay;
 
@@ -110,7 +118,18 @@ struct Args {
     /// Hide the progress bar (log lines only).
     #[arg(long)]
     quiet: bool,
+    /// Profile N training steps (rounded up to whole `scan!` calls) after
+    /// 10 warmup steps: print a table of where their time goes, layer by
+    /// layer, and write `profile.trace.json` (Perfetto, chrome://tracing)
+    /// into the run directory. The run stops after them, as with
+    /// `--max-steps`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    profile: Option<u64>,
 }
+
+/// Training steps before `--profile`'s, so that first-call costs (memory
+/// growth, caches) stay out of the profile.
+const PROFILE_WARMUP: u64 = 10;
 
 /// A learning rate: a finite number above 0 (`nan`, `inf`, 0 and negative
 /// rates would train nothing or diverge at once).
@@ -317,6 +336,26 @@ where
             );
         }
     }
+    let first_step = state.step();
+    let mut stop_at = args
+        .max_steps
+        .map_or(total_steps, |n| total_steps.min(first_step + n));
+    // `--profile`: whole scan! calls of warmup, then of profiled steps.
+    let profile_from = match args.profile {
+        None => None,
+        Some(n) => {
+            let k = K as u64;
+            let from = first_step + PROFILE_WARMUP.div_ceil(k) * k;
+            if from >= stop_at {
+                bail!(
+                    "--profile: the run ends at step {stop_at}, before {} warmup steps are done",
+                    from - first_step
+                );
+            }
+            stop_at = stop_at.min(from + n.div_ceil(k) * k);
+            Some(from)
+        }
+    };
     let mut logger = MetricsLogger::new(&args.out)?;
     let mut progress = if args.quiet {
         Progress::hidden(total_steps, BATCH as u64)
@@ -326,11 +365,12 @@ where
 
     let mut metrics: Metrics<f32, Dev> = Metrics::new();
     let started = Instant::now();
-    let first_step = state.step();
-    let stop_at = args
-        .max_steps
-        .map_or(total_steps, |n| total_steps.min(first_step + n));
+    let mut profiler: Option<Profiler> = None;
+    let mut profiled: Option<(u64, ProfileReport)> = None;
     while state.step() < stop_at {
+        if profile_from == Some(state.step()) {
+            profiler = Some(Profiler::start());
+        }
         let (xs, ys) = loader.next_stacked::<K>()?;
         let (next, losses) = scan!(
             K,
@@ -347,6 +387,21 @@ where
         }
         let acc = metrics.accuracy().unwrap_or(0.0) as f32;
         progress.update(state.step().min(total_steps), loss, acc);
+        if state.step() >= stop_at {
+            if let (Some(p), Some(from)) = (profiler.take(), profile_from) {
+                let report = p.finish();
+                let path = args.out.join("profile.trace.json");
+                report
+                    .write_chrome_trace(&path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                profiled = Some((from, report));
+            }
+        }
+        // Evaluation and checkpoints are not training steps: out of the
+        // profile.
+        if let Some(p) = profiler.as_mut() {
+            p.pause();
+        }
 
         let epoch_done =
             state.step() / steps_per_epoch > (state.step() - K as u64) / steps_per_epoch;
@@ -376,6 +431,9 @@ where
             ckpt.add("train", &state)?.add("data", &loader)?;
             ckpts.save(&ckpt)?;
         }
+        if let Some(p) = profiler.as_mut() {
+            p.resume();
+        }
     }
     progress.finish();
     logger.flush()?;
@@ -388,6 +446,23 @@ where
         100.0 * test_acc,
         args.out.display()
     );
+    if let Some((from, report)) = profiled {
+        println!(
+            "\nprofile of steps {from}..{} ({} steps after {} warmup steps, model {}):\n\n{}",
+            state.step(),
+            report.steps(),
+            from - first_step,
+            std::any::type_name::<M>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("?"),
+            report.table()
+        );
+        println!(
+            "Chrome trace: {} (open it in https://ui.perfetto.dev or chrome://tracing)",
+            args.out.join("profile.trace.json").display()
+        );
+    }
     Ok(())
 }
 
@@ -406,6 +481,8 @@ where
             Error = <Dev as HasErr>::Err,
         >,
 {
+    // One span per step in `--profile`'s trace (nothing otherwise).
+    let _step = profile::step_scope();
     let mut logits_seen = None;
     let (loss, grads) = state
         .value_and_grad(|model, tape| {
@@ -512,6 +589,7 @@ mod tests {
             &["--lr", "nan"],
             &["--lr", "inf"],
             &["--steps-per-scan", "3"],
+            &["--profile", "0"],
         ] {
             let err = parse(bad).expect_err(&format!("{bad:?} was accepted"));
             assert_eq!(
@@ -522,6 +600,8 @@ mod tests {
         }
         let ok = parse(&["--epochs", "1", "--lr", "1e-3", "--steps-per-scan", "10"]).unwrap();
         assert_eq!((ok.epochs, ok.lr, ok.steps_per_scan), (1, 1e-3, 10));
+        assert_eq!(ok.profile, None);
+        assert_eq!(parse(&["--profile", "20"]).unwrap().profile, Some(20));
         let msg = parse(&["--lr", "nan"]).unwrap_err().to_string();
         assert!(msg.contains("must be finite and above 0"), "{msg}");
     }
