@@ -5,6 +5,11 @@
 //! profiler (or on another thread, or from a tape of an earlier run).
 //! Nested models' layers are named under their field. No assertion is on
 //! speed.
+//!
+//! Calls the model runs as one kernel (a conv with the relu and pooling
+//! that read it, on the CPU) share one span and one row, named by all of
+//! them joined with `+` (`conv_0+relu_0+avg_pool_0`); the tests read the
+//! calls out of such names, so they hold with and without such fusion.
 
 use std::time::{Duration, Instant};
 
@@ -76,6 +81,30 @@ fn names(report: &ProfileReport) -> Vec<&str> {
     report.rows().iter().map(|r| r.name.as_str()).collect()
 }
 
+/// The calls a span or row name stands for: `block_0.conv_0+relu_0` is
+/// `block_0.conv_0` and `block_0.relu_0`.
+fn calls_of(name: &str) -> Vec<String> {
+    let prefix = match name.split('+').next().and_then(|first| first.rfind('.')) {
+        Some(dot) => &name[..=dot],
+        None => "",
+    };
+    name.split('+')
+        .enumerate()
+        .map(|(k, part)| {
+            if k == 0 {
+                part.to_string()
+            } else {
+                format!("{prefix}{part}")
+            }
+        })
+        .collect()
+}
+
+/// The calls of several names, in order.
+fn calls<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    names.into_iter().flat_map(calls_of).collect()
+}
+
 fn of(report: &ProfileReport, category: Category) -> Vec<&Event> {
     report
         .events()
@@ -114,7 +143,8 @@ fn a_cnn_training_step_is_profiled_layer_by_layer() {
 
     // Every layer by its checkpoint name and every op, in call order, each
     // with one forward and one backward span per step.
-    assert_eq!(names(&report), CNN_CALLS);
+    assert_eq!(calls(names(&report)), CNN_CALLS);
+    let order = names(&report);
     for row in report.rows() {
         assert_eq!(
             (row.forward_calls, row.backward_calls),
@@ -126,7 +156,7 @@ fn a_cnn_training_step_is_profiled_layer_by_layer() {
     }
     assert_eq!(report.steps(), STEPS);
     let table = report.table();
-    for name in CNN_CALLS.iter().chain(&["other", "total"]) {
+    for name in order.iter().chain(&["other", "total"]) {
         assert!(
             table
                 .lines()
@@ -164,13 +194,14 @@ fn a_cnn_training_step_is_profiled_layer_by_layer() {
     // Per step: every forward span before every backward span, the
     // backward spans in the reverse of the call order (the last layer's
     // backward starts first), all inside the step's span.
-    assert_eq!((fwd.len(), bwd.len()), (10 * STEPS, 10 * STEPS));
+    let n = order.len();
+    assert_eq!((fwd.len(), bwd.len()), (n * STEPS, n * STEPS));
     for (k, step) in steps.iter().enumerate() {
         let inside = |e: &&&Event| e.start >= step.start && e.end() <= step.end();
         let f: Vec<&str> = fwd.iter().filter(inside).map(|e| e.name.as_str()).collect();
         let b: Vec<&str> = bwd.iter().filter(inside).map(|e| e.name.as_str()).collect();
-        assert_eq!(f, CNN_CALLS, "step {k}");
-        let mut reversed = CNN_CALLS;
+        assert_eq!(f, order, "step {k}");
+        let mut reversed = order.clone();
         reversed.reverse();
         assert_eq!(b, reversed, "step {k}");
         let last_forward = fwd.iter().filter(inside).map(|e| e.end()).max().unwrap();
@@ -186,7 +217,7 @@ fn a_cnn_training_step_is_profiled_layer_by_layer() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
-    assert_eq!(events.len(), 21 * STEPS);
+    assert_eq!(events.len(), (2 * n + 1) * STEPS);
     let mut cats = std::collections::HashMap::<&str, usize>::new();
     for e in events {
         assert!(e["name"].is_string(), "{e}");
@@ -196,15 +227,15 @@ fn a_cnn_training_step_is_profiled_layer_by_layer() {
         assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
         *cats.entry(e["cat"].as_str().unwrap()).or_default() += 1;
     }
-    assert_eq!(cats["forward"], 10 * STEPS);
-    assert_eq!(cats["backward"], 10 * STEPS);
+    assert_eq!(cats["forward"], n * STEPS);
+    assert_eq!(cats["backward"], n * STEPS);
     assert_eq!(cats["step"], STEPS);
     // Microseconds: the first conv's forward lies inside the first step.
     let span = |e: &serde_json::Value| {
         let ts = e["ts"].as_f64().unwrap();
         (ts, ts + e["dur"].as_f64().unwrap())
     };
-    let conv = span(events.iter().find(|e| e["name"] == "conv_0").unwrap());
+    let conv = span(events.iter().find(|e| e["name"] == order[0]).unwrap());
     let step = span(events.iter().find(|e| e["cat"] == "step").unwrap());
     assert!(
         step.0 <= conv.0 && conv.1 <= step.1,
@@ -233,7 +264,7 @@ fn nothing_is_recorded_without_a_running_profiler() {
     let p = Profiler::start();
     let y = m.forward(x.trace(m.alloc_grads()));
     let first = p.finish();
-    assert_eq!(names(&first), CNN_CALLS);
+    assert_eq!(calls(names(&first)), CNN_CALLS);
     assert!(first
         .rows()
         .iter()
@@ -317,7 +348,7 @@ fn nested_models_name_their_layers_under_their_field() {
         }
     });
     eprintln!("{}", report.table());
-    let calls = [
+    let expected = [
         "conv_0",
         "block_0.conv_0",
         "block_0.relu_0",
@@ -328,7 +359,7 @@ fn nested_models_name_their_layers_under_their_field() {
         "flatten_0",
         "dense_0",
     ];
-    assert_eq!(names(&report), calls);
+    assert_eq!(calls(names(&report)), expected);
     assert!(report
         .rows()
         .iter()
@@ -347,8 +378,15 @@ fn nested_models_name_their_layers_under_their_field() {
                 .map(|e| e.name.as_str())
                 .collect();
             let prefix = format!("{}.", b.name);
-            assert_eq!(inner.len(), 3, "{} {category:?}: {inner:?}", b.name);
-            assert!(inner.iter().all(|n| n.starts_with(&prefix)), "{inner:?}");
+            let want: Vec<&str> = names(&report)
+                .into_iter()
+                .filter(|n| n.starts_with(&prefix))
+                .collect();
+            let mut inner = inner;
+            if category == Category::Backward {
+                inner.reverse();
+            }
+            assert_eq!(inner, want, "{} {category:?}", b.name);
         }
         let leaves: Vec<&Event> = events.iter().filter(|e| !e.block).copied().collect();
         assert_disjoint(&leaves);

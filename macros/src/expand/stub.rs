@@ -6,6 +6,9 @@
 //! is a block holding the `compile_error!`s: rustc gives such a type its
 //! error type, and it does not report what follows from an error type (a
 //! caller's `let y: Tensor<..> = model.forward(x)` or a loss on `y`).
+//! Those impls never run, so they have no body to instrument: the
+//! profiler's hooks (`forward.rs`) live in the checked model's steps only,
+//! and a failed model names no profiler path.
 
 use crate::paths;
 use proc_macro2::TokenStream;
