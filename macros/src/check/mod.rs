@@ -13,6 +13,7 @@
 
 mod call;
 mod eval;
+mod fuse;
 
 use crate::ast::{Arith, Elem, Model};
 use crate::ctxt::Ctxt;
@@ -83,6 +84,17 @@ pub enum Kind {
     },
     /// `-x`
     Neg(usize),
+    /// A `Conv` field on `input` with the `relu` (and the pooling) that
+    /// read it, as one op (see [`fuse`]); its value is the last op's.
+    ConvBlock {
+        field: usize,
+        input: usize,
+        relu: bool,
+        pool: Option<crate::ops::Pool>,
+    },
+    /// A step folded into a later [`Kind::ConvBlock`]: nothing reads it
+    /// and it computes nothing.
+    Folded,
 }
 
 impl Step {
@@ -97,8 +109,10 @@ impl Kind {
     /// The steps this one reads, in the order the generated code reads them.
     pub fn inputs(&self) -> Vec<usize> {
         match self {
-            Kind::Input => vec![],
-            Kind::Scalar { input, .. } | Kind::Neg(input) => vec![*input],
+            Kind::Input | Kind::Folded => vec![],
+            Kind::Scalar { input, .. } | Kind::Neg(input) | Kind::ConvBlock { input, .. } => {
+                vec![*input]
+            }
             Kind::Field { inputs, .. } | Kind::Op { inputs, .. } => inputs.clone(),
             Kind::Binary(_, a, b) => vec![*a, *b],
         }
@@ -225,7 +239,7 @@ pub fn check_instance(
     }
     c.cx.check()?;
     let output = output.ok_or_else(|| Error::new(model.body.close, "the model has no output"))?;
-    Ok(Plan {
+    let mut plan = Plan {
         module: format_ident!("{}Module", inst.name),
         name: inst.name,
         steps: c.steps,
@@ -234,7 +248,9 @@ pub fn check_instance(
         fields: c.fields,
         inlined: c.inlined,
         nested_paths: c.nested_paths,
-    })
+    };
+    fuse::conv_blocks(&mut plan);
+    Ok(plan)
 }
 
 /// Checks the arguments a caller gives a nested model: positional ones in

@@ -74,7 +74,34 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         }
         let v = format_ident!("__t{}", k);
         let value = match &step.kind {
-            Kind::Input => continue,
+            Kind::Input | Kind::Folded => continue,
+            Kind::ConvBlock {
+                field, relu, pool, ..
+            } => {
+                let f = &plan.fields[*field];
+                let (ty, n) = (f.layer.ty(), &f.name);
+                let l = paths::layers();
+                let x = &args[0];
+                // The network's input batch needs no gradient (as
+                // `NoInputGrad` for a plain layer).
+                let input_grad = !(no_input_grad && inputs == [0]);
+                let pool = match pool {
+                    Some(p) => {
+                        let p = p.ty();
+                        quote!(::core::option::Option::Some((<#p>::KIND, <#p>::GEOMETRY)))
+                    }
+                    None => quote!(::core::option::Option::None),
+                };
+                wheres.push(quote!(#ty: #l::ConvLayer<E, D>));
+                wheres.push(quote!(D: #l::FlaxenDevice<E>));
+                let c = quote!(#dfdx::shapes::Const);
+                quote!({
+                    let __x = #x;
+                    let __b = #dfdx::shapes::HasShape::shape(&__x).0;
+                    let __epi = #l::Epilogue { relu: #relu, pool: #pool };
+                    #l::conv_block(&self.#n, &__epi, __x, (__b, #c, #c, #c), #input_grad)?
+                })
+            }
             Kind::Field { field, .. } => {
                 let field = &plan.fields[*field];
                 let (ty, n) = (field.layer.ty(), &field.name);
@@ -167,7 +194,15 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
     plan.steps
         .iter()
         .map(|s| match &s.kind {
-            Kind::Input => (String::new(), false),
+            Kind::Input | Kind::Folded => (String::new(), false),
+            // The ops a block absorbed keep their counts: `conv_0+relu_0+avg_pool_0`.
+            Kind::ConvBlock { field, pool, .. } => {
+                let mut name = format!("{}+{}", plan.fields[*field].name, counted("relu".into()));
+                if let Some(p) = pool {
+                    name = format!("{name}+{}", counted(p.word().into()));
+                }
+                (name, false)
+            }
             Kind::Field { field, .. } => {
                 let f = &plan.fields[*field];
                 (f.name.to_string(), matches!(f.layer, Layer::Nested(_)))

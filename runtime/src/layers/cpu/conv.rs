@@ -11,25 +11,6 @@ use super::scratch::Scratch;
 use super::{chunking, Elem};
 use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 
-/// For kernel column `kj`, the output columns `lo..hi` whose input column
-/// `ox * sw + kj * dw - pl` lies inside `0..w`; the others read padding.
-fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize) {
-    let kj = kj * win.dw;
-    let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
-    let hi = (win.w + win.pl)
-        .saturating_sub(kj)
-        .div_ceil(win.sw)
-        .clamp(lo, win.ow);
-    (lo, hi)
-}
-
-/// The input row that output row `oy` reads at kernel row `ki`, if any.
-fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
-    (oy * win.sh + ki * win.dh)
-        .checked_sub(win.pt)
-        .filter(|&iy| iy < win.h)
-}
-
 /// `dst = src` for the short runs of one output row: a run of eight or more
 /// is copied in fixed eight-element blocks (the last one overlapping), so
 /// no call to `memcpy` is paid per row.
@@ -51,31 +32,64 @@ fn copy_run<E: Elem>(dst: &mut [E], src: &[E]) {
     }
 }
 
+/// The zero-padded plane's height and width, `(h + pt + pb, w + pl + pr)`.
+fn padded_dims(win: &Window2D) -> (usize, usize) {
+    (win.h + win.pt + win.pb, win.w + win.pl + win.pr)
+}
+
+fn is_padded(win: &Window2D) -> bool {
+    win.pt + win.pb + win.pl + win.pr > 0
+}
+
+/// The scratch [`im2col`] and [`col2im`] need: one padded plane, or none.
+fn pad_scratch<E: Elem>(win: &Window2D) -> Scratch<E> {
+    let (hp, wp) = padded_dims(win);
+    Scratch::new(if is_padded(win) { hp * wp } else { 0 })
+}
+
+/// Copies the `h x w` plane `xc` into `pad` with its zero padding around
+/// it, so that every window reads inside `pad` without bounds logic.
+fn pad_plane<E: Elem>(win: &Window2D, xc: &[E], pad: &mut [E]) {
+    let (_, wp) = padded_dims(win);
+    let zero = |s: &mut [E]| s.iter_mut().for_each(|v| *v = E::zero());
+    zero(&mut pad[..win.pt * wp]);
+    zero(&mut pad[(win.pt + win.h) * wp..]);
+    for (r, row) in pad[win.pt * wp..]
+        .chunks_exact_mut(wp)
+        .take(win.h)
+        .enumerate()
+    {
+        zero(&mut row[..win.pl]);
+        copy_run(&mut row[win.pl..win.pl + win.w], &xc[r * win.w..]);
+        zero(&mut row[win.pl + win.w..]);
+    }
+}
+
 /// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example; the
-/// rows of group `g` are `g * patch..(g + 1) * patch`.
-fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
+/// rows of group `g` are `g * patch..(g + 1) * patch`. `pad` is scratch of
+/// one padded plane (unused without padding).
+fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E], pad: &mut [E]) {
     let win = &geom.win;
     let (positions, plane) = (win.out_plane(), win.in_plane());
+    let wp = padded_dims(win).1;
     let mut rows = cols.chunks_exact_mut(positions);
-    for ch in 0..geom.c {
-        let xc = &x[ch * plane..(ch + 1) * plane];
+    for xc in x.chunks_exact(plane).take(geom.c) {
+        let src: &[E] = if is_padded(win) {
+            pad_plane(win, xc, pad);
+            pad
+        } else {
+            xc
+        };
         for ki in 0..win.kh {
             for kj in 0..win.kw {
                 let row = rows.next().expect("patch rows");
-                let (lo, hi) = valid_cols(win, kj);
                 for (oy, out) in row.chunks_exact_mut(win.ow).enumerate() {
-                    let Some(iy) = input_row(win, oy, ki) else {
-                        out.iter_mut().for_each(|v| *v = E::zero());
-                        continue;
-                    };
-                    out[..lo].iter_mut().for_each(|v| *v = E::zero());
-                    out[hi..].iter_mut().for_each(|v| *v = E::zero());
-                    let start = iy * win.w + lo * win.sw + kj * win.dw - win.pl;
+                    let start = (oy * win.sh + ki * win.dh) * wp + kj * win.dw;
                     if win.sw == 1 {
-                        copy_run(&mut out[lo..hi], &xc[start..]);
+                        copy_run(out, &src[start..]);
                     } else {
-                        let src = xc[start..].iter().step_by(win.sw);
-                        out[lo..hi].iter_mut().zip(src).for_each(|(o, &v)| *o = v);
+                        let src = src[start..].iter().step_by(win.sw);
+                        out.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
                     }
                 }
             }
@@ -84,32 +98,41 @@ fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E]) {
 }
 
 /// Adds the patch-matrix gradient `dcols` of one example into its input
-/// gradient `dx` (the adjoint of [`im2col`]).
-fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E]) {
+/// gradient `dx` (the adjoint of [`im2col`]); `pad` as there.
+fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E], pad: &mut [E]) {
     let win = &geom.win;
     let (positions, plane) = (win.out_plane(), win.in_plane());
+    let wp = padded_dims(win).1;
     let mut rows = dcols.chunks_exact(positions);
-    for ch in 0..geom.c {
-        let dxc = &mut dx[ch * plane..(ch + 1) * plane];
+    for dxc in dx.chunks_exact_mut(plane).take(geom.c) {
+        let padded = is_padded(win);
+        let acc: &mut [E] = if padded {
+            pad.iter_mut().for_each(|v| *v = E::zero());
+            &mut *pad
+        } else {
+            &mut *dxc
+        };
         for ki in 0..win.kh {
             for kj in 0..win.kw {
                 let row = rows.next().expect("patch rows");
-                let (lo, hi) = valid_cols(win, kj);
                 for (oy, grad) in row.chunks_exact(win.ow).enumerate() {
-                    let Some(iy) = input_row(win, oy, ki) else {
-                        continue;
-                    };
-                    let start = iy * win.w + lo * win.sw + kj * win.dw - win.pl;
+                    let start = (oy * win.sh + ki * win.dh) * wp + kj * win.dw;
                     if win.sw == 1 {
-                        let dst = &mut dxc[start..start + hi - lo];
-                        dst.iter_mut()
-                            .zip(&grad[lo..hi])
-                            .for_each(|(d, &g)| *d += g);
+                        let dst = &mut acc[start..start + win.ow];
+                        dst.iter_mut().zip(grad).for_each(|(d, &g)| *d += g);
                     } else {
-                        let dst = dxc[start..].iter_mut().step_by(win.sw);
-                        dst.zip(&grad[lo..hi]).for_each(|(d, &g)| *d += g);
+                        let dst = acc[start..].iter_mut().step_by(win.sw);
+                        dst.zip(grad).for_each(|(d, &g)| *d += g);
                     }
                 }
+            }
+        }
+        if padded {
+            let inner = pad[win.pt * wp..].chunks_exact(wp).take(win.h);
+            for (d, p) in dxc.chunks_exact_mut(win.w).zip(inner) {
+                d.iter_mut()
+                    .zip(&p[win.pl..win.pl + win.w])
+                    .for_each(|(d, &g)| *d += g);
             }
         }
     }
@@ -227,6 +250,7 @@ pub(super) fn forward<E: Elem>(
 
     (0..batch.div_ceil(per)).into_par_iter().for_each(|t| {
         let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+        let mut pad = pad_scratch::<E>(win);
         // A pooled example's convolution output lives here, in cache, until
         // it is pooled; an unpooled one is written to `y` in place.
         let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
@@ -234,7 +258,7 @@ pub(super) fn forward<E: Elem>(
             let xb = &xs[b * chw..(b + 1) * chw];
             let colsb: &[E] = match cols.as_deref_mut() {
                 Some(buf) => {
-                    im2col(geom, xb, buf);
+                    im2col(geom, xb, buf, &mut pad);
                     buf
                 }
                 None => xb,
@@ -373,6 +397,7 @@ pub(super) fn backward<E: Elem>(
             let mut dw = Scratch::new(geom.o * patch);
             let mut db = vec![E::zero(); bias_len];
             let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+            let mut pad = pad_scratch::<E>(win);
             let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
             let mut dcols = None;
             let mut row = vec![E::zero(); pool.as_ref().map_or(0, |_| out_plane)];
@@ -417,7 +442,7 @@ pub(super) fn backward<E: Elem>(
                 let xb = &x[b * chw..(b + 1) * chw];
                 let colsb: &[E] = match cols.as_deref_mut() {
                     Some(buf) => {
-                        im2col(geom, xb, buf);
+                        im2col(geom, xb, buf, &mut pad);
                         buf
                     }
                     None => xb,
@@ -453,7 +478,7 @@ pub(super) fn backward<E: Elem>(
                 } else {
                     let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
                     group_grads(dcols, false);
-                    col2im(geom, dcols, dxb);
+                    col2im(geom, dcols, dxb, &mut pad);
                 }
             }
             (dw, db)
@@ -591,12 +616,14 @@ mod tests {
             let n = g.c * g.win.in_plane();
             let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
             let mut cols = vec![0.0; g.patch() * g.win.out_plane()];
-            im2col(&g, &x, &mut cols);
+            let (hp, wp) = padded_dims(&g.win);
+            let mut pad = vec![0.0; hp * wp];
+            im2col(&g, &x, &mut cols, &mut pad);
             assert_eq!(cols, im2col_naive(&g, &x), "{g:?}");
             // <im2col(x), d> == <x, col2im(d)>
             let d: Vec<f64> = (0..cols.len()).map(|i| (i as f64 * 0.11).cos()).collect();
             let mut dx = vec![0.0; n];
-            col2im(&g, &d, &mut dx);
+            col2im(&g, &d, &mut dx, &mut pad);
             let lhs: f64 = cols.iter().zip(&d).map(|(a, b)| a * b).sum();
             let rhs: f64 = x.iter().zip(&dx).map(|(a, b)| a * b).sum();
             assert!((lhs - rhs).abs() < 1e-9, "{g:?}");

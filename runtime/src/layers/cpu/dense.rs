@@ -1,7 +1,10 @@
 //! Dense (fully connected) kernels: one gemm per pass, split across rayon
 //! threads by gemm itself when the product is large enough to pay for it.
 
+use rayon::prelude::*;
+
 use super::gemm::{matmul_threads, Mat, MatMut};
+use super::scratch::Scratch;
 use super::Elem;
 
 /// Products below this many multiply-adds run on the calling thread: for
@@ -27,18 +30,66 @@ pub(super) fn forward<E: Elem>(
 ) -> Vec<E> {
     // Every row starts as the bias (no zeroing pass first); the gemm adds
     // the product.
-    let mut y = Vec::with_capacity(batch * o);
-    for _ in 0..batch {
-        y.extend_from_slice(b);
+    let macs = batch * i * o;
+    if macs < PARALLEL_MACS {
+        // Every row starts as the bias (no zeroing pass first); the gemm
+        // adds the product.
+        let mut y = Vec::with_capacity(batch * o);
+        for _ in 0..batch {
+            y.extend_from_slice(b);
+        }
+        let dst = MatMut::rows(&mut y, batch, o);
+        matmul_threads(
+            dst,
+            true,
+            Mat::rows(x, batch, i),
+            Mat::transposed(w, i, o),
+            1,
+        );
+        return y;
+    }
+    // gemm runs `x w^T` with `w` as a column-major right operand at a third
+    // of its rate with every operand row-major (measured for 32 x 3136 x
+    // 256: 70 vs 165 GFLOP/s on one thread, 46 vs 233 on two), so a large
+    // product is computed as `y^T = w x^T`: `x` (small, one row per
+    // example) and `y^T` are transposed instead of the weight.
+    let mut xt = Scratch::new(i * batch);
+    transpose_into(x, batch, i, &mut xt);
+    let mut yt = Scratch::new(o * batch);
+    for (row, &bias) in yt.chunks_exact_mut(batch).zip(b) {
+        row.iter_mut().for_each(|v| *v = bias);
     }
     matmul_threads(
-        MatMut::rows(&mut y, batch, o),
+        MatMut::rows(&mut yt, o, batch),
         true,
-        Mat::rows(x, batch, i),
-        Mat::transposed(w, i, o),
-        threads(batch * i * o),
+        Mat::rows(w, o, i),
+        Mat::rows(&xt, i, batch),
+        threads(macs),
     );
+    let mut y = vec![E::zero(); batch * o];
+    transpose_into(&yt, o, batch, &mut y);
     y
+}
+
+/// Writes the `cols x rows` transpose of the row-major `rows x cols`
+/// matrix `m` into `out`, in 32 x 32 tiles (reads and writes both stay in
+/// cache lines), blocks of 32 output rows split over the rayon threads.
+fn transpose_into<E: Elem>(m: &[E], rows: usize, cols: usize, out: &mut [E]) {
+    const TILE: usize = 32;
+    out.par_chunks_mut(TILE * rows.max(1))
+        .enumerate()
+        .for_each(|(cb, block)| {
+            let c0 = cb * TILE;
+            let cn = block.len() / rows.max(1);
+            for r0 in (0..rows).step_by(TILE) {
+                for r in r0..(r0 + TILE).min(rows) {
+                    let src = &m[r * cols + c0..][..cn];
+                    for (c, &v) in src.iter().enumerate() {
+                        block[c * rows + r] = v;
+                    }
+                }
+            }
+        });
 }
 
 /// `dx += dy w`.
@@ -75,6 +126,40 @@ pub(super) fn backward_w<E: Elem>(
         Mat::rows(x, batch, i),
         threads(batch * i * o),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    /// Above the threshold the forward pass runs as `y^T = w x^T`: the same
+    /// values as the definition.
+    #[test]
+    fn large_forward_matches_the_definition() {
+        let (batch, i, o) = (5, 700, 301);
+        assert!(batch * i * o >= super::PARALLEL_MACS);
+        let x: Vec<f64> = (0..batch * i).map(|v| (v as f64 * 0.37).sin()).collect();
+        let w: Vec<f64> = (0..o * i).map(|v| (v as f64 * 0.11).cos()).collect();
+        let b: Vec<f64> = (0..o).map(|v| v as f64 * 0.5).collect();
+        let y = super::forward(batch, i, o, &x, &w, &b);
+        for r in 0..batch {
+            for c in 0..o {
+                let want: f64 = b[c] + (0..i).map(|k| x[r * i + k] * w[c * i + k]).sum::<f64>();
+                assert!((y[r * o + c] - want).abs() < 1e-9, "y[{r}][{c}]");
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_is_exact_on_ragged_tiles() {
+        let (rows, cols) = (37, 70);
+        let m: Vec<f64> = (0..rows * cols).map(|v| v as f64).collect();
+        let mut t = vec![0.0; rows * cols];
+        super::transpose_into(&m, rows, cols, &mut t);
+        for r in 0..rows {
+            for c in 0..cols {
+                assert_eq!(t[c * rows + r], m[r * cols + c]);
+            }
+        }
+    }
 }
 
 /// `db += sum over the batch of dy`.
