@@ -33,10 +33,12 @@ fn copy_run<E: Elem>(dst: &mut [E], src: &[E]) {
 }
 
 /// The zero-padded plane's height and width, `(h + pt + pb, w + pl + pr)`.
+#[inline(always)]
 fn padded_dims(win: &Window2D) -> (usize, usize) {
     (win.h + win.pt + win.pb, win.w + win.pl + win.pr)
 }
 
+#[inline(always)]
 fn is_padded(win: &Window2D) -> bool {
     win.pt + win.pb + win.pl + win.pr > 0
 }
@@ -49,6 +51,7 @@ fn pad_scratch<E: Elem>(win: &Window2D) -> Scratch<E> {
 
 /// Copies the `h x w` plane `xc` into `pad` with its zero padding around
 /// it, so that every window reads inside `pad` without bounds logic.
+#[inline(always)]
 fn pad_plane<E: Elem>(win: &Window2D, xc: &[E], pad: &mut [E]) {
     let (_, wp) = padded_dims(win);
     let zero = |s: &mut [E]| s.iter_mut().for_each(|v| *v = E::zero());
@@ -68,6 +71,7 @@ fn pad_plane<E: Elem>(win: &Window2D, xc: &[E], pad: &mut [E]) {
 /// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example; the
 /// rows of group `g` are `g * patch..(g + 1) * patch`. `pad` is scratch of
 /// one padded plane (unused without padding).
+#[inline(always)]
 fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E], pad: &mut [E]) {
     let win = &geom.win;
     let (positions, plane) = (win.out_plane(), win.in_plane());
@@ -99,6 +103,7 @@ fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E], pad: &mut [E]) 
 
 /// Adds the patch-matrix gradient `dcols` of one example into its input
 /// gradient `dx` (the adjoint of [`im2col`]); `pad` as there.
+#[inline(always)]
 fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E], pad: &mut [E]) {
     let win = &geom.win;
     let (positions, plane) = (win.out_plane(), win.in_plane());
@@ -140,6 +145,7 @@ fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E], pad: &mut [E]
 
 /// The sum of `xs` with eight independent accumulators, so it vectorises
 /// (a single running sum is bound by the latency of each addition).
+#[inline(always)]
 fn sum<E: Elem>(xs: &[E]) -> E {
     let mut acc = [E::zero(); 8];
     let chunks = xs.chunks_exact(8);
@@ -154,6 +160,7 @@ fn sum<E: Elem>(xs: &[E]) -> E {
 
 /// A 1x1 kernel with stride 1 and no padding reads the input as its own
 /// patch matrix, so im2col and col2im are skipped.
+#[inline(always)]
 pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
     let w = &geom.win;
     w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt + w.pb + w.pl + w.pr == 0
@@ -200,6 +207,132 @@ fn plane_pool<E: Elem>(epi: &Epilogue) -> Option<(PoolKind, PlanePool<E>)> {
     epi.pool.map(|(kind, win)| (kind, PlanePool::new(&win)))
 }
 
+/// What one forward task reads and writes (see [`forward`]).
+struct FwdTask<'a, E: Elem> {
+    geom: &'a ConvGeometry,
+    epi: &'a Epilogue,
+    pool: &'a Option<(PoolKind, PlanePool<E>)>,
+    xs: &'a [E],
+    ws: &'a [E],
+    bias: Option<&'a [E]>,
+    ys: Shared<std::mem::MaybeUninit<E>>,
+    pos: Shared<u8>,
+    args: Shared<u32>,
+    keep: bool,
+    batch: usize,
+}
+
+simd_dispatch!(fn forward_task_simd<E: Elem>(task: &FwdTask<'_, E>, t: usize) => forward_task);
+
+/// Forward task `t`: examples `t * per..`, each through im2col, the gemm
+/// and the epilogue while its output is in cache. Inlined into
+/// [`forward_task_simd`]'s copies for each instruction set.
+#[inline(always)]
+fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
+    let FwdTask {
+        geom,
+        epi,
+        pool,
+        xs,
+        ws,
+        bias,
+        ys,
+        pos,
+        args,
+        keep,
+        batch,
+    } = *task;
+    let win = &geom.win;
+    let (patch, positions) = (geom.patch(), win.out_plane());
+    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
+    let out_len = geom.o * out_plane;
+    let (groups, og) = (geom.groups, geom.o / geom.groups);
+    let pointwise = is_pointwise(geom);
+    let per = chunking(batch);
+    let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+    let mut pad = pad_scratch::<E>(win);
+    // A pooled example's convolution output lives here, in cache, until
+    // it is pooled; an unpooled one is written to `y` in place.
+    let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
+    for b in t * per..((t + 1) * per).min(batch) {
+        let xb = &xs[b * chw..(b + 1) * chw];
+        let colsb: &[E] = match cols.as_deref_mut() {
+            Some(buf) => {
+                im2col(geom, xb, buf, &mut pad);
+                buf
+            }
+            None => xb,
+        };
+        // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
+        // other buffers below), which only this task touches; `y`'s
+        // capacity covers `batch * out_len`. The unpooled `y` is written
+        // (with the bias) just below, before anything reads it.
+        // Every output starts as its bias (or zero); the gemm adds the
+        // convolution.
+        let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
+        let yb: &mut [E] = match conv_out.as_deref_mut() {
+            Some(buf) => {
+                for (ch, row) in buf.chunks_exact_mut(positions).enumerate() {
+                    row.iter_mut().for_each(|v| *v = bias_of(ch));
+                }
+                buf
+            }
+            // SAFETY: example `b` owns `b * out_len..` of `y` (and of
+            // the other buffers below), which only this task touches;
+            // `y`'s capacity covers `batch * out_len`. Every element is
+            // written here before the slice is read as `E`.
+            None => unsafe {
+                let slot = ys.range(b * out_len, out_len);
+                for (ch, row) in slot.chunks_exact_mut(positions).enumerate() {
+                    row.iter_mut().for_each(|v| {
+                        v.write(bias_of(ch));
+                    });
+                }
+                &mut *(slot as *mut [std::mem::MaybeUninit<E>] as *mut [E])
+            },
+        };
+        let blocks = yb.chunks_exact_mut(og * positions);
+        for (g, (yg, wg)) in blocks
+            .zip(ws.chunks_exact(og * patch))
+            .enumerate()
+            .take(groups)
+        {
+            let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
+            matmul(
+                MatMut::rows(yg, og, positions),
+                true,
+                Mat::rows(wg, og, patch),
+                Mat::rows(cg, patch, positions),
+            );
+        }
+        if epi.relu {
+            // SAFETY: as above; `positive` is empty unless kept.
+            let pb = unsafe { pos.range(b * conv_len, if keep { conv_len } else { 0 }) };
+            relu_in_place(yb, pb);
+        }
+        let Some((kind, pool)) = &pool else {
+            continue;
+        };
+        // SAFETY: as above; a pooled `y` is zero-initialised.
+        let zb = unsafe { &mut *(ys.range(b * out_len, out_len) as *mut _ as *mut [E]) };
+        let planes = yb
+            .chunks_exact(positions)
+            .zip(zb.chunks_exact_mut(out_plane));
+        match kind {
+            PoolKind::Avg => planes.for_each(|(yp, zp)| pool.avg_forward(yp, zp)),
+            PoolKind::Max => {
+                // SAFETY: as above.
+                let ab = unsafe { args.range(b * out_len, out_len) };
+                let ats = ab.chunks_exact_mut(out_plane);
+                planes
+                    .zip(ats)
+                    .for_each(|((yp, zp), ap)| pool.max_forward(yp, zp, ap));
+            }
+        }
+    }
+}
+
 /// Forward pass over `batch` examples: `y` (`batch x o x` the epilogue's
 /// output plane) and, when `keep`, what the backward pass needs. Without
 /// `bias` (Flax's `use_bias=False`) every output starts at zero.
@@ -216,13 +349,8 @@ pub(super) fn forward<E: Elem>(
     bias: Option<&[E]>,
     keep: bool,
 ) -> (Vec<E>, Saved<E>) {
-    let win = &geom.win;
-    let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
-    let out_len = geom.o * out_plane;
-    let (groups, og) = (geom.groups, geom.o / geom.groups);
-    let pointwise = is_pointwise(geom);
+    let conv_len = geom.o * geom.win.out_plane();
+    let out_len = geom.o * epi.out_plane(geom);
     let pool = plane_pool::<E>(epi);
     // Outputs start as their bias, so an unpooled `y` needs no zeroing
     // pass; a pooled one is small and written by the pooling.
@@ -246,91 +374,22 @@ pub(super) fn forward<E: Elem>(
     let ys = Shared(y.as_mut_ptr().cast::<std::mem::MaybeUninit<E>>());
     let (pos, args) = (Shared::new(&mut positive), Shared::new(&mut argmax));
     let per = chunking(batch);
-    let (xs, ws) = (&x[..], &weight[..]);
-
-    (0..batch.div_ceil(per)).into_par_iter().for_each(|t| {
-        let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-        let mut pad = pad_scratch::<E>(win);
-        // A pooled example's convolution output lives here, in cache, until
-        // it is pooled; an unpooled one is written to `y` in place.
-        let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
-        for b in t * per..((t + 1) * per).min(batch) {
-            let xb = &xs[b * chw..(b + 1) * chw];
-            let colsb: &[E] = match cols.as_deref_mut() {
-                Some(buf) => {
-                    im2col(geom, xb, buf, &mut pad);
-                    buf
-                }
-                None => xb,
-            };
-            // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
-            // other buffers below), which only this task touches; `y`'s
-            // capacity covers `batch * out_len`. The unpooled `y` is written
-            // (with the bias) just below, before anything reads it.
-            // Every output starts as its bias (or zero); the gemm adds the
-            // convolution.
-            let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
-            let yb: &mut [E] = match conv_out.as_deref_mut() {
-                Some(buf) => {
-                    for (ch, row) in buf.chunks_exact_mut(positions).enumerate() {
-                        row.iter_mut().for_each(|v| *v = bias_of(ch));
-                    }
-                    buf
-                }
-                // SAFETY: example `b` owns `b * out_len..` of `y` (and of
-                // the other buffers below), which only this task touches;
-                // `y`'s capacity covers `batch * out_len`. Every element is
-                // written here before the slice is read as `E`.
-                None => unsafe {
-                    let slot = ys.range(b * out_len, out_len);
-                    for (ch, row) in slot.chunks_exact_mut(positions).enumerate() {
-                        row.iter_mut().for_each(|v| {
-                            v.write(bias_of(ch));
-                        });
-                    }
-                    &mut *(slot as *mut [std::mem::MaybeUninit<E>] as *mut [E])
-                },
-            };
-            let blocks = yb.chunks_exact_mut(og * positions);
-            for (g, (yg, wg)) in blocks
-                .zip(ws.chunks_exact(og * patch))
-                .enumerate()
-                .take(groups)
-            {
-                let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
-                matmul(
-                    MatMut::rows(yg, og, positions),
-                    true,
-                    Mat::rows(wg, og, patch),
-                    Mat::rows(cg, patch, positions),
-                );
-            }
-            if epi.relu {
-                // SAFETY: as above; `positive` is empty unless kept.
-                let pb = unsafe { pos.range(b * conv_len, if keep { conv_len } else { 0 }) };
-                relu_in_place(yb, pb);
-            }
-            let Some((kind, pool)) = &pool else {
-                continue;
-            };
-            // SAFETY: as above; a pooled `y` is zero-initialised.
-            let zb = unsafe { &mut *(ys.range(b * out_len, out_len) as *mut _ as *mut [E]) };
-            let planes = yb
-                .chunks_exact(positions)
-                .zip(zb.chunks_exact_mut(out_plane));
-            match kind {
-                PoolKind::Avg => planes.for_each(|(yp, zp)| pool.avg_forward(yp, zp)),
-                PoolKind::Max => {
-                    // SAFETY: as above.
-                    let ab = unsafe { args.range(b * out_len, out_len) };
-                    let ats = ab.chunks_exact_mut(out_plane);
-                    planes
-                        .zip(ats)
-                        .for_each(|((yp, zp), ap)| pool.max_forward(yp, zp, ap));
-                }
-            }
-        }
-    });
+    let task = FwdTask {
+        geom,
+        epi,
+        pool: &pool,
+        xs: &x,
+        ws: &weight,
+        bias,
+        ys,
+        pos,
+        args,
+        keep,
+        batch,
+    };
+    (0..batch.div_ceil(per))
+        .into_par_iter()
+        .for_each(|t| forward_task_simd(&task, t));
     if pool.is_none() {
         // SAFETY: the tasks above cover every example and write all of its
         // `out_len` outputs (a panic there unwinds before this line).
@@ -346,6 +405,7 @@ pub(super) fn forward<E: Elem>(
 }
 
 /// `y = max(y, 0)`, recording in `positive` (when not empty) where `y > 0`.
+#[inline(always)]
 fn relu_in_place<E: Elem>(y: &mut [E], positive: &mut [u8]) {
     if positive.is_empty() {
         y.iter_mut().for_each(|v| *v = v.max(E::zero()));
@@ -355,6 +415,142 @@ fn relu_in_place<E: Elem>(y: &mut [E], positive: &mut [u8]) {
         *p = u8::from(*v > E::zero());
         *v = v.max(E::zero());
     }
+}
+
+/// What one backward task reads (see [`backward`]).
+struct BwdTask<'a, E: Elem> {
+    geom: &'a ConvGeometry,
+    epi: &'a Epilogue,
+    pool: &'a Option<(PoolKind, PlanePool<E>)>,
+    saved: &'a Saved<E>,
+    dy: &'a [E],
+    bias_len: usize,
+    batch: usize,
+}
+
+simd_dispatch!(fn backward_task_simd<E: Elem>(
+    task: &BwdTask<'_, E>,
+    t: usize,
+    dxc: Option<&mut [E]>,
+) -> (Scratch<E>, Vec<E>) => backward_task);
+
+/// Backward task `t`: examples `t * per..`, adding their input gradients
+/// into `dxc` (their slice of `dx`, if wanted) and returning their share of
+/// the weight and bias gradients. Inlined into [`backward_task_simd`]'s
+/// copies for each instruction set.
+#[inline(always)]
+fn backward_task<E: Elem>(
+    task: &BwdTask<'_, E>,
+    t: usize,
+    mut dxc: Option<&mut [E]>,
+) -> (Scratch<E>, Vec<E>) {
+    let BwdTask {
+        geom,
+        epi,
+        pool,
+        saved,
+        dy,
+        bias_len,
+        batch,
+    } = *task;
+    let win = &geom.win;
+    let (patch, positions) = (geom.patch(), win.out_plane());
+    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
+    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
+    let out_len = geom.o * out_plane;
+    let (groups, og) = (geom.groups, geom.o / geom.groups);
+    let gcols = patch * positions;
+    let pointwise = is_pointwise(geom);
+    let fused = epi.relu || pool.is_some();
+    let per = chunking(batch);
+    let (x, weight) = (&saved.x[..], &saved.weight[..]);
+    // Overwritten by the first example's gemm.
+    let mut dw = Scratch::new(geom.o * patch);
+    let mut db = vec![E::zero(); bias_len];
+    let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
+    let mut pad = pad_scratch::<E>(win);
+    let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
+    let mut dcols = None;
+    let mut row = vec![E::zero(); pool.as_ref().map_or(0, |_| out_plane)];
+    for b in t * per..((t + 1) * per).min(batch) {
+        let i = b - t * per;
+        let dzb = &dy[b * out_len..(b + 1) * out_len];
+        // The gradient of the convolution's output: `dy` itself, or
+        // built here through the pooling and the activation.
+        let dyb: &[E] = match dconv.as_deref_mut() {
+            None => dzb,
+            Some(buf) => {
+                match &pool {
+                    None => buf.copy_from_slice(dzb),
+                    Some((kind, pool)) => {
+                        buf.iter_mut().for_each(|v| *v = E::zero());
+                        let planes = dzb
+                            .chunks_exact(out_plane)
+                            .zip(buf.chunks_exact_mut(positions));
+                        match kind {
+                            PoolKind::Avg => {
+                                planes.for_each(|(dz, d)| pool.avg_backward(dz, d, &mut row))
+                            }
+                            PoolKind::Max => {
+                                let ab = &saved.argmax[b * out_len..(b + 1) * out_len];
+                                planes
+                                    .zip(ab.chunks_exact(out_plane))
+                                    .for_each(|((dz, d), ap)| PlanePool::max_backward(ap, dz, d));
+                            }
+                        }
+                    }
+                }
+                if epi.relu {
+                    // dfdx's `df(y) * g`, so a NaN or infinite `g`
+                    // spreads the same way.
+                    let pb = &saved.positive[b * conv_len..(b + 1) * conv_len];
+                    for (d, &p) in buf.iter_mut().zip(pb) {
+                        *d *= if p != 0 { E::one() } else { E::zero() };
+                    }
+                }
+                buf
+            }
+        };
+        let xb = &x[b * chw..(b + 1) * chw];
+        let colsb: &[E] = match cols.as_deref_mut() {
+            Some(buf) => {
+                im2col(geom, xb, buf, &mut pad);
+                buf
+            }
+            None => xb,
+        };
+        for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
+            let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+            let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], positions, patch);
+            matmul(MatMut::rows(dwg, og, patch), i > 0, dyg, cg);
+        }
+        // An empty `db` (no bias) makes this loop a no-op.
+        for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
+            *acc += sum(row);
+        }
+        let Some(dxc) = dxc.as_deref_mut() else {
+            continue;
+        };
+        let dxb = &mut dxc[i * chw..(i + 1) * chw];
+        // The patch-matrix gradient of each group, `W_g^T dy_g`: into
+        // `dx` directly for a pointwise kernel (its patch rows are the
+        // input's channels), else into `dcols` for col2im.
+        let group_grads = |dst: &mut [E], accumulate: bool| {
+            for (g, dcg) in dst.chunks_exact_mut(gcols).enumerate().take(groups) {
+                let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                let wt = Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
+                matmul(MatMut::rows(dcg, patch, positions), accumulate, wt, dyg);
+            }
+        };
+        if pointwise {
+            group_grads(dxb, true);
+        } else {
+            let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
+            group_grads(dcols, false);
+            col2im(geom, dcols, dxb, &mut pad);
+        }
+    }
+    (dw, db)
 }
 
 /// Backward pass: adds the input gradient into `dx` (skipped when `dx` is
@@ -371,118 +567,28 @@ pub(super) fn backward<E: Elem>(
     dx: Option<&mut [E]>,
     bias_grad: bool,
 ) -> (Scratch<E>, Vec<E>) {
-    let win = &geom.win;
-    let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
-    let out_len = geom.o * out_plane;
-    let (groups, og) = (geom.groups, geom.o / geom.groups);
-    let gcols = patch * positions;
-    let pointwise = is_pointwise(geom);
+    let (patch, chw) = (geom.patch(), geom.c * geom.win.in_plane());
     let pool = plane_pool::<E>(epi);
-    let fused = epi.relu || pool.is_some();
     let per = chunking(batch);
     let bias_len = if bias_grad { geom.o } else { 0 };
-    let (x, weight) = (&saved.x[..], &saved.weight[..]);
     // One task per run of `per` examples, with its slice of `dx` if wanted.
     let tasks: Vec<(usize, Option<&mut [E]>)> = match dx {
         Some(dx) => dx.chunks_mut(per * chw).map(Some).enumerate().collect(),
         None => (0..batch.div_ceil(per)).map(|t| (t, None)).collect(),
     };
 
+    let task = BwdTask {
+        geom,
+        epi,
+        pool: &pool,
+        saved,
+        dy,
+        bias_len,
+        batch,
+    };
     let partials: Vec<(Scratch<E>, Vec<E>)> = tasks
         .into_par_iter()
-        .map(|(t, mut dxc)| {
-            // Overwritten by the first example's gemm.
-            let mut dw = Scratch::new(geom.o * patch);
-            let mut db = vec![E::zero(); bias_len];
-            let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-            let mut pad = pad_scratch::<E>(win);
-            let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
-            let mut dcols = None;
-            let mut row = vec![E::zero(); pool.as_ref().map_or(0, |_| out_plane)];
-            for b in t * per..((t + 1) * per).min(batch) {
-                let i = b - t * per;
-                let dzb = &dy[b * out_len..(b + 1) * out_len];
-                // The gradient of the convolution's output: `dy` itself, or
-                // built here through the pooling and the activation.
-                let dyb: &[E] = match dconv.as_deref_mut() {
-                    None => dzb,
-                    Some(buf) => {
-                        match &pool {
-                            None => buf.copy_from_slice(dzb),
-                            Some((kind, pool)) => {
-                                buf.iter_mut().for_each(|v| *v = E::zero());
-                                let planes = dzb
-                                    .chunks_exact(out_plane)
-                                    .zip(buf.chunks_exact_mut(positions));
-                                match kind {
-                                    PoolKind::Avg => planes
-                                        .for_each(|(dz, d)| pool.avg_backward(dz, d, &mut row)),
-                                    PoolKind::Max => {
-                                        let ab = &saved.argmax[b * out_len..(b + 1) * out_len];
-                                        planes.zip(ab.chunks_exact(out_plane)).for_each(
-                                            |((dz, d), ap)| PlanePool::max_backward(ap, dz, d),
-                                        );
-                                    }
-                                }
-                            }
-                        }
-                        if epi.relu {
-                            // dfdx's `df(y) * g`, so a NaN or infinite `g`
-                            // spreads the same way.
-                            let pb = &saved.positive[b * conv_len..(b + 1) * conv_len];
-                            for (d, &p) in buf.iter_mut().zip(pb) {
-                                *d *= if p != 0 { E::one() } else { E::zero() };
-                            }
-                        }
-                        buf
-                    }
-                };
-                let xb = &x[b * chw..(b + 1) * chw];
-                let colsb: &[E] = match cols.as_deref_mut() {
-                    Some(buf) => {
-                        im2col(geom, xb, buf, &mut pad);
-                        buf
-                    }
-                    None => xb,
-                };
-                for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
-                    let dyg =
-                        Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
-                    let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], positions, patch);
-                    matmul(MatMut::rows(dwg, og, patch), i > 0, dyg, cg);
-                }
-                // An empty `db` (no bias) makes this loop a no-op.
-                for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(positions)) {
-                    *acc += sum(row);
-                }
-                let Some(dxc) = dxc.as_deref_mut() else {
-                    continue;
-                };
-                let dxb = &mut dxc[i * chw..(i + 1) * chw];
-                // The patch-matrix gradient of each group, `W_g^T dy_g`: into
-                // `dx` directly for a pointwise kernel (its patch rows are the
-                // input's channels), else into `dcols` for col2im.
-                let group_grads = |dst: &mut [E], accumulate: bool| {
-                    for (g, dcg) in dst.chunks_exact_mut(gcols).enumerate().take(groups) {
-                        let dyg =
-                            Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
-                        let wt =
-                            Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
-                        matmul(MatMut::rows(dcg, patch, positions), accumulate, wt, dyg);
-                    }
-                };
-                if pointwise {
-                    group_grads(dxb, true);
-                } else {
-                    let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
-                    group_grads(dcols, false);
-                    col2im(geom, dcols, dxb, &mut pad);
-                }
-            }
-            (dw, db)
-        })
+        .map(|(t, dxc)| backward_task_simd(&task, t, dxc))
         .collect();
 
     let mut parts = partials.into_iter();

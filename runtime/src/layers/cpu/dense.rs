@@ -128,6 +128,13 @@ pub(super) fn backward_w<E: Elem>(
     );
 }
 
+/// `db += sum over the batch of dy`.
+pub(super) fn backward_b<E: Elem>(o: usize, dy: &[E], db: &mut [E]) {
+    for row in dy.chunks_exact(o.max(1)) {
+        db.iter_mut().zip(row).for_each(|(d, &g)| *d += g);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Above the threshold the forward pass runs as `y^T = w x^T`: the same
@@ -159,12 +166,5 @@ mod tests {
                 assert_eq!(t[c * rows + r], m[r * cols + c]);
             }
         }
-    }
-}
-
-/// `db += sum over the batch of dy`.
-pub(super) fn backward_b<E: Elem>(o: usize, dy: &[E], db: &mut [E]) {
-    for row in dy.chunks_exact(o.max(1)) {
-        db.iter_mut().zip(row).for_each(|(d, &g)| *d += g);
     }
 }

@@ -152,29 +152,19 @@ fn small_product<E: Elem>(
     if !(short || dots) {
         return false;
     }
-    // The loops vectorise to the width the CPU has: the crate is built for
-    // the baseline x86-64 (4 floats per vector), which runs them at a
-    // quarter of AVX-512's speed next to gemm's runtime-dispatched kernels.
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            unsafe { small_avx512(short, dst, accumulate, lhs, rhs) };
-            return true;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has AVX2 and FMA (checked just above).
-            unsafe { small_avx2(short, dst, accumulate, lhs, rhs) };
-            return true;
-        }
-    }
-    small_any(short, dst, accumulate, lhs, rhs);
+    small_simd(short, dst, accumulate, lhs, rhs);
     true
 }
 
-/// [`scaled_rows`] when `short`, else [`dot_products`] (both inlined, so
-/// the wrappers below compile them for their instruction sets).
+simd_dispatch!(fn small_simd<E: Elem>(
+    short: bool,
+    dst: &mut MatMut<'_, E>,
+    accumulate: bool,
+    lhs: Mat<'_, E>,
+    rhs: Mat<'_, E>,
+) => small_any);
+
+/// [`scaled_rows`] when `short`, else [`dot_products`].
 #[inline(always)]
 fn small_any<E: Elem>(
     short: bool,
@@ -188,38 +178,6 @@ fn small_any<E: Elem>(
     } else {
         dot_products(dst, accumulate, lhs, rhs);
     }
-}
-
-/// [`small_any`] compiled for AVX-512F.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn small_avx512<E: Elem>(
-    short: bool,
-    dst: &mut MatMut<'_, E>,
-    accumulate: bool,
-    lhs: Mat<'_, E>,
-    rhs: Mat<'_, E>,
-) {
-    small_any(short, dst, accumulate, lhs, rhs)
-}
-
-/// [`small_any`] compiled for AVX2 and FMA.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn small_avx2<E: Elem>(
-    short: bool,
-    dst: &mut MatMut<'_, E>,
-    accumulate: bool,
-    lhs: Mat<'_, E>,
-    rhs: Mat<'_, E>,
-) {
-    small_any(short, dst, accumulate, lhs, rhs)
 }
 
 /// Each output row as a sum of `k` scaled rows of `rhs` (a short inner

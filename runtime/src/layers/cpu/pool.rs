@@ -17,6 +17,7 @@ pub(super) const NO_ARGMAX: u32 = u32::MAX;
 
 /// For window column `kj`, the output columns `lo..hi` whose input column
 /// `ox * sw + kj - pl` lies inside `0..w`, and the input column of `lo`.
+#[inline(always)]
 fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
     let lo = win.pl.saturating_sub(kj).div_ceil(win.sw).min(win.ow);
     let hi = (win.w + win.pl)
@@ -27,6 +28,7 @@ fn valid_cols(win: &Window2D, kj: usize) -> (usize, usize, usize) {
 }
 
 /// The input row that output row `oy` reads at window row `ki`, if any.
+#[inline(always)]
 fn input_row(win: &Window2D, oy: usize, ki: usize) -> Option<usize> {
     (oy * win.sh + ki)
         .checked_sub(win.pt)
@@ -41,6 +43,7 @@ fn all_valid_cols(win: &Window2D) -> Vec<(usize, usize, usize)> {
 /// Calls `f(lo, hi, first)` for every window cell (in row-major window
 /// order) that output row `oy` reads: output columns `lo..hi` read the plane
 /// at `first, first + sw, ...`. `cols` is [`all_valid_cols`].
+#[inline(always)]
 fn for_each_cell(
     win: &Window2D,
     cols: &[(usize, usize, usize)],
@@ -67,6 +70,7 @@ fn is_tiling(win: &Window2D) -> bool {
 
 /// Adds, for every output column, the sum of its `K` input cells in `row`
 /// (window width `K` known at compile time, so the loop vectorises).
+#[inline(always)]
 fn add_window_sums<E: Elem, const K: usize>(row: &[E], out: &mut [E]) {
     let (cells, _) = row.as_chunks::<K>();
     for (o, cell) in out.iter_mut().zip(cells) {
@@ -75,6 +79,7 @@ fn add_window_sums<E: Elem, const K: usize>(row: &[E], out: &mut [E]) {
 }
 
 /// Adds `g[ox]` to each of the `K` input cells of output column `ox`.
+#[inline(always)]
 fn spread_window_grads<E: Elem, const K: usize>(g: &[E], row: &mut [E]) {
     let (cells, _) = row.as_chunks_mut::<K>();
     for (cell, &g) in cells.iter_mut().zip(g) {
@@ -83,6 +88,7 @@ fn spread_window_grads<E: Elem, const K: usize>(g: &[E], row: &mut [E]) {
 }
 
 /// [`avg_forward`] of one plane for [`is_tiling`] windows.
+#[inline(always)]
 fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) {
     let used = win.ow * win.kw;
     // `yp` starts zeroed.
@@ -105,6 +111,7 @@ fn avg_forward_tiled<E: Elem>(win: &Window2D, scale: E, xp: &[E], yp: &mut [E]) 
 
 /// [`avg_backward`] of one plane for [`is_tiling`] windows; `g` is scratch
 /// of `ow` elements.
+#[inline(always)]
 fn avg_backward_tiled<E: Elem>(win: &Window2D, scale: E, dyp: &[E], dxp: &mut [E], g: &mut [E]) {
     let used = win.ow * win.kw;
     for (oy, gy) in dyp.chunks_exact(win.ow).enumerate() {
@@ -149,6 +156,7 @@ impl<E: Elem> PlanePool<E> {
 
     /// Flax's `avg_pool` of plane `xp` into `yp` (overwritten): padded
     /// cells count as zeros and every window divides by `kh * kw`.
+    #[inline(always)]
     pub(super) fn avg_forward(&self, xp: &[E], yp: &mut [E]) {
         let win = &self.win;
         yp.iter_mut().for_each(|v| *v = E::zero());
@@ -166,6 +174,7 @@ impl<E: Elem> PlanePool<E> {
 
     /// Adds plane `dyp`'s average-pooling input gradient into `dxp`; `g` is
     /// scratch of `ow` elements.
+    #[inline(always)]
     pub(super) fn avg_backward(&self, dyp: &[E], dxp: &mut [E], g: &mut [E]) {
         let win = &self.win;
         if self.tiling {
@@ -189,6 +198,7 @@ impl<E: Elem> PlanePool<E> {
     /// Flax's `max_pool` of plane `xp` into `yp`, and in `ap` the index
     /// within the plane of each output's first maximal input (row-major),
     /// or [`NO_ARGMAX`].
+    #[inline(always)]
     pub(super) fn max_forward(&self, xp: &[E], yp: &mut [E], ap: &mut [u32]) {
         let win = &self.win;
         yp.iter_mut().for_each(|v| *v = E::neg_infinity());
@@ -213,6 +223,7 @@ impl<E: Elem> PlanePool<E> {
 
     /// Adds plane `dyp`'s max-pooling input gradient into `dxp`: each
     /// output's gradient goes to the cell `ap` recorded.
+    #[inline(always)]
     pub(super) fn max_backward(ap: &[u32], dyp: &[E], dxp: &mut [E]) {
         for (&a, &g) in ap.iter().zip(dyp) {
             if a != NO_ARGMAX {
