@@ -20,10 +20,12 @@
 //! each op by its word and a per-model count in call order (`relu_0`,
 //! `avg_pool_1`, `flatten_0`, `add_0` for `x + y`, `mul_0` for `x * 0.5`), and
 //! the layers of a nested model by its field name and a dot
-//! (`block_0.conv_0`). A nested model's call is a span of its own, a
-//! *block*: it contains its layers' spans, so it appears in
-//! [`ProfileReport::events`] and the Chrome trace but not among the table's
-//! rows, which add up without counting any time twice.
+//! (`block_0.conv_0`). Calls that the model runs as one kernel (a `Conv`
+//! with the `relu` and pooling that read it) are one span, named by all of
+//! them joined with `+` (`conv_0+relu_0+avg_pool_0`). A nested model's
+//! call is a span of its own, a *block*: it contains its layers' spans, so
+//! it appears in [`ProfileReport::events`] and the Chrome trace but not
+//! among the table's rows, which add up without counting any time twice.
 //!
 //! ```
 //! use flaxen_runtime::profile::{self, Profiler};
