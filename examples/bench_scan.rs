@@ -17,8 +17,13 @@
 //! ```text
 //! cargo run --release --example bench_scan             # full run
 //! cargo run --release --example bench_scan -- --quick  # smoke run (CI)
+//! cargo run --release --example bench_scan -- --profile W2   # where W2's step goes
 //! cargo run --release --features cuda --example bench_scan   # on a GPU
 //! ```
+//!
+//! `--profile W1|W2` runs no benchmark: it trains the workload for 10
+//! warm-up steps, then profiles 50 (`flaxen::runtime::profile`) and prints
+//! the per-layer table.
 
 use std::time::Instant;
 
@@ -161,12 +166,59 @@ where
     assert!(sink.is_finite(), "training diverged");
 }
 
+/// Trains `M` for 10 steps, then profiles 50 and prints the table.
+fn profile<M>(dev: &Dev)
+where
+    M: BuildOnDevice<Dev, f32>,
+    M::Built: TensorCollection<f32, Dev>
+        + Module<
+            Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>,
+            Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+            Error = <Dev as HasErr>::Err,
+        >,
+{
+    let data = HostData::new(K);
+    let mut state: TrainState<M::Built, Adam<f64>, f32, Dev> =
+        TrainState::create(dev.build_module::<M, f32>(), adam(1e-3)).expect("device error");
+    let run = |steps: usize, state: &mut TrainState<M::Built, Adam<f64>, f32, Dev>| {
+        for i in 0..steps {
+            let _step = flaxen::runtime::profile::step_scope();
+            let k = i % K;
+            let x: X = dev.tensor_from_vec(
+                data.x[k * B * PIXELS..(k + 1) * B * PIXELS].to_vec(),
+                (Const, Const, Const, Const),
+            );
+            let y: Y = dev.tensor_from_vec(data.y[k * B..(k + 1) * B].to_vec(), (Const,));
+            let (loss, grads) = state
+                .value_and_grad(|m, tape| {
+                    let logits = m.forward(x.put_tape(tape));
+                    softmax_cross_entropy_with_integer_labels(logits, y).mean()
+                })
+                .expect("device error");
+            state.apply_gradients(grads).expect("device error");
+            assert!(loss.array().is_finite(), "training diverged");
+        }
+    };
+    run(10, &mut state);
+    let report = flaxen::runtime::profile::profile(|| run(50, &mut state));
+    println!("{}", report.table());
+}
+
 fn main() {
     // dfdx allocates every activation afresh; keep freed blocks in the
     // process instead of page-faulting them in again each step.
     flaxen::runtime::malloc::keep_freed_memory();
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
     let dev = Dev::seed_from_u64(0);
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        match args.get(i + 1).map(String::as_str) {
+            Some("W1") => profile::<W1>(&dev),
+            Some("W2") | None => profile::<W2>(&dev),
+            Some(other) => panic!("--profile takes W1 or W2, not {other}"),
+        }
+        return;
+    }
     let (blocks, w1_scans, w2_scans) = if quick { (1, 2, 1) } else { (6, 20, 4) };
     bench::<W1>("W1", &dev, blocks, w1_scans);
     bench::<W2>("W2", &dev, blocks, w2_scans);
