@@ -6,6 +6,9 @@
 //! {"bench":"scan","workload":"W1","device":"cpu","k":5,"batch":32,"naive_samples_per_s":..,"scan_samples_per_s":..,"ratio":..}
 //! ```
 //!
+//! Both train without the input batch's gradient (`NoInputGrad`), as JAX
+//! differentiates with respect to the parameters only.
+//!
 //! - naive: every step uploads its batch, trains, and reads its loss (one
 //!   device sync per step), as a plain Python loop over a jitted step does;
 //! - scan: every 5 steps, one upload of 5 stacked batches, `scan!(5, ..)`,
@@ -28,6 +31,7 @@
 use std::time::Instant;
 
 use flaxen::prelude::*;
+use flaxen::runtime::layers::NoInputGrad;
 use flaxen::runtime::optim::Adam;
 
 /// Conv 32 3×3 SAME → relu → avg_pool 2/2 → flatten → Dense 10.
@@ -93,7 +97,7 @@ where
     M: BuildOnDevice<Dev, f32>,
     M::Built: TensorCollection<f32, Dev>
         + Module<
-            Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>,
+            NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
         >,
@@ -103,14 +107,14 @@ where
     where
         N: TensorCollection<f32, Dev>
             + Module<
-                Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>,
+                NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
                 Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
                 Error = <Dev as HasErr>::Err,
             >,
     {
         let (loss, grads) = s
             .value_and_grad(|m, tape| {
-                let logits = m.forward(x.put_tape(tape));
+                let logits = m.forward(NoInputGrad(x.put_tape(tape)));
                 softmax_cross_entropy_with_integer_labels(logits, y).mean()
             })
             .expect("device error");
@@ -172,7 +176,7 @@ where
     M: BuildOnDevice<Dev, f32>,
     M::Built: TensorCollection<f32, Dev>
         + Module<
-            Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>,
+            NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
         >,
@@ -191,7 +195,7 @@ where
             let y: Y = dev.tensor_from_vec(data.y[k * B..(k + 1) * B].to_vec(), (Const,));
             let (loss, grads) = state
                 .value_and_grad(|m, tape| {
-                    let logits = m.forward(x.put_tape(tape));
+                    let logits = m.forward(NoInputGrad(x.put_tape(tape)));
                     softmax_cross_entropy_with_integer_labels(logits, y).mean()
                 })
                 .expect("device error");
