@@ -5,7 +5,8 @@ use dfdx::tensor_ops::{AdamConfig, Device, SgdConfig, WeightDecay};
 
 use super::exact::{on_host, run_on_host, AdamConsts};
 use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
-use super::{GradientTransformation, Params, Updates};
+use super::masked::Mask;
+use super::{apply_updates, GradientTransformation, LeafInfo, OptimError, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
 
@@ -33,14 +34,16 @@ pub fn adam<L: Schedule>(learning_rate: L) -> Adam<L> {
         b2: 0.999,
         eps: 1e-8,
         weight_decay: 0.0,
+        mask: None,
         pytorch: false,
     }
 }
 
 /// AdamW with Optax semantics: `updates = -lr * (adam_direction + wd *
-/// params)`, i.e. the decay is added before the learning-rate scaling and
-/// applies to every parameter (no mask). Optax's default `weight_decay` is
-/// `1e-4`.
+/// params)`, i.e. the decay is added before the learning-rate scaling. It
+/// applies to every parameter unless restricted with
+/// [`mask`](Adam::mask) (Optax's `mask` argument). Optax's default
+/// `weight_decay` is `1e-4`.
 ///
 /// ```
 /// use flaxen_runtime::optim::adamw;
@@ -68,6 +71,8 @@ pub struct Adam<L> {
     b2: f64,
     eps: f64,
     weight_decay: f64,
+    /// The parameters the weight decay applies to (all when `None`).
+    mask: Option<Mask>,
     /// dfdx's kernel everywhere (PyTorch's rounding of the constants).
     pytorch: bool,
 }
@@ -104,6 +109,26 @@ impl<L> Adam<L> {
     /// ```
     pub fn eps(mut self, eps: f64) -> Self {
         self.eps = eps;
+        self
+    }
+    /// Applies the weight decay only to the parameters whose checkpoint key
+    /// `mask` selects (Optax's `adamw(..., mask=...)`); the Adam direction
+    /// still updates every parameter. [`decay_mask`](super::decay_mask)
+    /// leaves out biases and normalisation scales. The state is unchanged
+    /// (`count`, `mu.<leaf>`, `nu.<leaf>` for every leaf).
+    ///
+    /// With a mask (and a non-zero decay) [`apply_model`](GradientTransformation::apply_model)
+    /// computes the updates then adds them, instead of running the fused
+    /// kernel on the parameters.
+    ///
+    /// ```
+    /// use flaxen_runtime::optim::{adamw, decay_mask};
+    /// let tx = adamw(1e-3, 1e-2).mask(decay_mask);
+    /// let head_only = adamw(1e-3, 1e-2).mask(|key: &str| key.starts_with("dense_1."));
+    /// # let _ = (tx, head_only);
+    /// ```
+    pub fn mask(mut self, mask: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.mask = Some(Mask::new(mask));
         self
     }
     /// With `true`, every update is dfdx's fused Adam kernel, i.e.
@@ -183,10 +208,11 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
     ) -> Result<(), D::Err> {
         let (lr, kernel) = self.next(state, None);
         let wd = self.weight_decay;
+        let decayed = self.decayed(params.info());
         state.buffers.step(updates, params, &kernel, |i, out| {
             // Optax adamw: -lr * (direction + wd * params). `out` is zero
             // in the kernel, so the decay of `params` is added here.
-            if wd != 0.0 {
+            if wd != 0.0 && decayed[i] {
                 out.try_axpy(1.0, &params.leaves()[i], -lr * wd)?;
             }
             Ok(())
@@ -199,12 +225,41 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<
         mut updates: Updates<E, D>,
         model: &mut M,
     ) -> Result<Gradients<E, D>, D::Err> {
+        if self.mask.is_some() && self.weight_decay != 0.0 {
+            // One kernel configuration serves every leaf: a decay on some
+            // leaves only goes through the two-step path.
+            {
+                let params = Params::of(model)?;
+                self.update(state, &mut updates, &params)?;
+            }
+            return apply_updates(model, updates);
+        }
         // dfdx's decoupled decay subtracts `lr * (step + wd * p)`, which is
         // Optax's adamw update.
         let decay = (self.weight_decay != 0.0).then_some(WeightDecay::Decoupled(self.weight_decay));
         let (_, kernel) = self.next(state, decay);
         state.buffers.apply_in_place(&mut updates, model, &kernel)?;
         Ok(updates.into_gradients())
+    }
+
+    fn validate(&self, info: &LeafInfo) -> Result<(), OptimError> {
+        match &self.mask {
+            Some(m) => m.check("adamw(..).mask", info),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<L> Adam<L> {
+    /// Whether each leaf is decayed.
+    fn decayed(&self, info: &LeafInfo) -> Vec<bool> {
+        match &self.mask {
+            None => vec![true; info.names.len()],
+            Some(m) => {
+                let sel = m.select(&info.names);
+                (0..info.names.len()).map(|i| sel.contains(&i)).collect()
+            }
+        }
     }
 }
 

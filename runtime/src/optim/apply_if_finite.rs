@@ -125,6 +125,10 @@ impl<S> ApplyIfFiniteState<S> {
 impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransformation<E, D>
     for ApplyIfFinite<T>
 {
+    fn validate(&self, info: &super::LeafInfo) -> Result<(), super::OptimError> {
+        self.inner.validate(info)
+    }
+
     type State = ApplyIfFiniteState<T::State>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

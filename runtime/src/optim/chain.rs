@@ -3,7 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, TensorCollection};
 use dfdx::tensor_ops::Device;
 
-use super::{GradientTransformation, Params, Updates};
+use super::{GradientTransformation, LeafInfo, OptimError, Params, Updates};
 use crate::state::{StateDict, StateError, StateMap};
 
 /// Chains transformations given as a tuple (up to 8): each one transforms
@@ -48,6 +48,11 @@ macro_rules! tuple_impls {
             ) -> Result<(), D::Err> {
                 $(self.0.$i.update(&mut state.$i, updates, params)?;)*
                 self.0.$last.update(&mut state.$last, updates, params)
+            }
+
+            fn validate(&self, info: &LeafInfo) -> Result<(), OptimError> {
+                $(GradientTransformation::<E, D>::validate(&self.0.$i, info)?;)*
+                GradientTransformation::<E, D>::validate(&self.0.$last, info)
             }
 
             // The last member applies its own updates, so a chain ending in

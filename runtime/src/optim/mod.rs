@@ -59,7 +59,11 @@
 //!   `<leaf>` is dfdx's dotted tensor name; tensors keep the parameter's
 //!   shape. Counters are scalars of the model's dtype, exact up to 2^24 in
 //!   `f32` (2048 in `f16`).
-//! - Not provided (Optax options without a fused dfdx kernel): masks,
+//! - [`masked`], [`multi_transform`] and `adamw(..).`[`mask`](Adam::mask)
+//!   select parameters by checkpoint key (`conv_0.weight`); the inner
+//!   states exist for the selected parameters only, saved under
+//!   `{prefix}inner.` (masked) and `{prefix}<label>.` (multi_transform).
+//! - Not provided (Optax options without a fused dfdx kernel):
 //!   `eps_root`, Nesterov Adam, and a schedule for `multi_steps`' `k`.
 //!
 //! ```
@@ -87,6 +91,7 @@ mod fused;
 pub(crate) use fused::{load_count, load_counter, save_count, save_counter};
 mod leaves;
 mod lion;
+mod masked;
 mod multi_steps;
 mod rmsprop;
 mod sgd;
@@ -99,6 +104,10 @@ pub use chain::{chain, Chain};
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
 pub use leaves::{apply_updates, Leaf, LeafInfo, Params, Updates};
 pub use lion::{lion, Lion, LionState};
+pub use masked::{
+    decay_mask, masked, multi_transform, set_to_zero, Masked, MaskedState, MultiTransform,
+    MultiTransformState, OptimError, SetToZero, NO_DECAY_SUFFIXES,
+};
 pub use multi_steps::{multi_steps, MultiSteps, MultiStepsState};
 pub use rmsprop::{rmsprop, RmsProp, RmsPropState};
 pub use sgd::{sgd, Sgd, SgdState};
@@ -143,6 +152,61 @@ pub trait GradientTransformation<E: Dtype, D: Device<E>> {
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err>;
+
+    /// Checks that the transformation can run on parameters with these
+    /// names and shapes: a mask that selects nothing
+    /// ([`OptimError::EmptyMask`]), a label with no transformation
+    /// ([`OptimError::UnknownLabel`]). Combinators check their members.
+    /// [`init`](Self::init) does not check; [`try_init`](Self::try_init)
+    /// does. Default: nothing to check.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::of(&dev.build_module::<Linear<2, 2>, f32>()).unwrap();
+    /// let tx = chain((masked(add_decayed_weights(1e-4), |k: &str| k == "kernel"), sgd(0.1, None, false)));
+    /// let err = GradientTransformation::<f32, Cpu>::validate(&tx, params.info()).unwrap_err();
+    /// assert!(matches!(err, OptimError::EmptyMask { .. }));
+    /// ```
+    fn validate(&self, _info: &LeafInfo) -> Result<(), OptimError> {
+        Ok(())
+    }
+
+    /// [`validate`](Self::validate) then [`init`](Self::init), with a
+    /// device failure as [`OptimError::Device`].
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let params = Params::of(&dev.build_module::<Linear<2, 2>, f32>()).unwrap();
+    /// let state = masked(adam(1e-3), decay_mask).try_init(&params).unwrap();
+    /// # let _ = state;
+    /// ```
+    fn try_init(&self, params: &Params<E, D>) -> Result<Self::State, OptimError> {
+        self.validate(params.info())?;
+        self.init(params)
+            .map_err(|e| OptimError::Device(e.to_string()))
+    }
+
+    /// [`try_init`](Self::try_init) for a whole dfdx model.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 2>, f32>();
+    /// let state = adamw(1e-3, 1e-4).mask(decay_mask).try_init_model(&model).unwrap();
+    /// assert_eq!(state.count(), 0);
+    /// ```
+    fn try_init_model<M: TensorCollection<E, D>>(
+        &self,
+        model: &M,
+    ) -> Result<Self::State, OptimError> {
+        let params = Params::of(model).map_err(|e| OptimError::Device(e.to_string()))?;
+        self.try_init(&params)
+    }
 
     /// [`init`](Self::init) for a whole dfdx model.
     ///

@@ -91,6 +91,10 @@ impl<S, E, D: Storage<E>> MultiStepsState<S, E, D> {
 impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransformation<E, D>
     for MultiSteps<T>
 {
+    fn validate(&self, info: &super::LeafInfo) -> Result<(), super::OptimError> {
+        self.inner.validate(info)
+    }
+
     type State = MultiStepsState<T::State, E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

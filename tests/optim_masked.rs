@@ -1,0 +1,623 @@
+//! Optax 0.2.8 traces of `masked`, `adamw(..).mask(..)` and
+//! `multi_transform` (`tests/fixtures/optax_masked.json`, written by
+//! `tests/python/make_optax_masked.py`): 12 steps on a tree keyed by
+//! checkpoint names (`conv_0.weight` 3x2x3x3, `conv_0.bias` 3,
+//! `dense_0.weight` 5x7, `dense_0.bias` 5, `layer_norm_0.scale` 7), in
+//! `f32` and `f64`, reproduced through both apply paths within 1e-5
+//! (`f32`) and 1e-6 (`f64`) relative, `|got - want| <= rel * max(|want|,
+//! 1e-2)`; states that resume bit for bit; clear errors for masks and
+//! labels that do not fit the model.
+
+use std::collections::BTreeMap;
+
+use flaxen::runtime::dfdx::nn::tensor_collection::*;
+use flaxen::runtime::dfdx::prelude::*;
+use flaxen::runtime::optim::*;
+use flaxen::runtime::schedule::{cosine_decay, Schedule};
+use flaxen::runtime::state::{StateDict, StateMap};
+use serde::Deserialize;
+
+#[derive(Debug, Clone)]
+struct Net<E: Dtype, D: Storage<E>> {
+    conv_w: Tensor<Rank4<3, 2, 3, 3>, E, D>,
+    conv_b: Tensor<Rank1<3>, E, D>,
+    dense_w: Tensor<Rank2<5, 7>, E, D>,
+    dense_b: Tensor<Rank1<5>, E, D>,
+    ln_scale: Tensor<Rank1<7>, E, D>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorCollection<E, D> for Net<E, D> {
+    type To<E2: Dtype, D2: Device<E2>> = Net<E2, D2>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        visitor.visit_fields(
+            (
+                Self::tensor(
+                    "conv_0.weight",
+                    |s| &s.conv_w,
+                    |s| &mut s.conv_w,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "conv_0.bias",
+                    |s| &s.conv_b,
+                    |s| &mut s.conv_b,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "dense_0.weight",
+                    |s| &s.dense_w,
+                    |s| &mut s.dense_w,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "dense_0.bias",
+                    |s| &s.dense_b,
+                    |s| &mut s.dense_b,
+                    TensorOptions::reset_to_zeros(),
+                ),
+                Self::tensor(
+                    "layer_norm_0.scale",
+                    |s| &s.ln_scale,
+                    |s| &mut s.ln_scale,
+                    TensorOptions::reset_to_zeros(),
+                ),
+            ),
+            |(conv_w, conv_b, dense_w, dense_b, ln_scale)| Net {
+                conv_w,
+                conv_b,
+                dense_w,
+                dense_b,
+                ln_scale,
+            },
+        )
+    }
+}
+
+const KEYS: [&str; 5] = [
+    "conv_0.weight",
+    "conv_0.bias",
+    "dense_0.weight",
+    "dense_0.bias",
+    "layer_norm_0.scale",
+];
+
+#[derive(Deserialize, Clone)]
+struct Arr {
+    shape: Vec<usize>,
+    data: Vec<f64>,
+}
+
+type Tree = BTreeMap<String, Arr>;
+
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    dtype: String,
+    init: Tree,
+    grads: Vec<Tree>,
+    params_after_each_step: Vec<Tree>,
+}
+
+#[derive(Deserialize)]
+struct Fixture {
+    cases: Vec<Case>,
+}
+
+fn fixture() -> Fixture {
+    serde_json::from_str(include_str!("fixtures/optax_masked.json")).unwrap()
+}
+
+fn cast<E: Dtype>(t: &Tree, key: &str, shape: &[usize]) -> Vec<E> {
+    let a = &t[key];
+    assert_eq!(a.shape, shape, "{key}");
+    a.data.iter().map(|&v| E::from_f64(v).unwrap()).collect()
+}
+
+fn model<E: Dtype>(dev: &Cpu, t: &Tree) -> Net<E, Cpu>
+where
+    Cpu: Device<E>,
+{
+    Net {
+        conv_w: dev.tensor_from_vec(cast(t, KEYS[0], &[3, 2, 3, 3]), Default::default()),
+        conv_b: dev.tensor_from_vec(cast(t, KEYS[1], &[3]), Default::default()),
+        dense_w: dev.tensor_from_vec(cast(t, KEYS[2], &[5, 7]), Default::default()),
+        dense_b: dev.tensor_from_vec(cast(t, KEYS[3], &[5]), Default::default()),
+        ln_scale: dev.tensor_from_vec(cast(t, KEYS[4], &[7]), Default::default()),
+    }
+}
+
+fn values<E: Dtype>(m: &Net<E, Cpu>) -> [Vec<E>; 5]
+where
+    Cpu: Device<E>,
+{
+    [
+        m.conv_w.as_vec(),
+        m.conv_b.as_vec(),
+        m.dense_w.as_vec(),
+        m.dense_b.as_vec(),
+        m.ln_scale.as_vec(),
+    ]
+}
+
+/// Gradients equal to `g` exactly: d/dp sum(p * gp) = gp.
+fn grads_of<E: Dtype>(m: &Net<E, Cpu>, g: &Tree) -> Gradients<E, Cpu>
+where
+    Cpu: Device<E>,
+{
+    let gm = model::<E>(m.conv_w.device(), g);
+    let l0 = (m.conv_w.clone().traced(m.alloc_grads()) * gm.conv_w).sum();
+    let (l0, tape) = l0.split_tape();
+    let l1 = (m.conv_b.clone().put_tape(tape) * gm.conv_b).sum();
+    let (l1, tape) = l1.split_tape();
+    let l2 = (m.dense_w.clone().put_tape(tape) * gm.dense_w).sum();
+    let (l2, tape) = l2.split_tape();
+    let l3 = (m.dense_b.clone().put_tape(tape) * gm.dense_b).sum();
+    let (l3, tape) = l3.split_tape();
+    let l4 = (m.ln_scale.clone().put_tape(tape) * gm.ln_scale).sum();
+    (l4 + l3 + l2 + l1 + l0).backward()
+}
+
+/// Largest `|got - want| / max(|want|, 1e-2)` over the trace's steps.
+fn trace_error<E: Dtype, T: GradientTransformation<E, Cpu>>(case: &Case, tx: &T, fused: bool) -> f64
+where
+    Cpu: Device<E>,
+{
+    let dev = Cpu::default();
+    let mut m = model::<E>(&dev, &case.init);
+    let mut state = tx.try_init_model(&m).unwrap();
+    let mut worst = 0.0f64;
+    for (step, want) in case.params_after_each_step.iter().enumerate() {
+        let grads = grads_of(&m, &case.grads[step]);
+        if fused {
+            tx.apply_model(&mut state, grads, &mut m).unwrap();
+        } else {
+            let updates = tx.update_model(&mut state, grads, &m).unwrap();
+            apply_updates(&mut m, updates).unwrap();
+        }
+        for (got, key) in values(&m).iter().zip(KEYS) {
+            for (g, w) in got.iter().zip(&want[key].data) {
+                let g = g.to_f64().unwrap();
+                worst = worst.max((g - w).abs() / w.abs().max(1e-2));
+            }
+        }
+    }
+    worst
+}
+
+/// Optax's `cosine_decay_schedule(0.3, decay_steps=12)`: flaxen's
+/// `cosine_decay` for `f32` traces, the same formula in `f64` for `f64`
+/// traces (flaxen's schedules compute in `f32`, as Optax does without x64).
+#[derive(Debug, Clone)]
+struct Cosine {
+    f64: bool,
+}
+
+impl Schedule for Cosine {
+    fn value(&self, step: u64) -> f64 {
+        if self.f64 {
+            let t = step.min(12) as f64;
+            0.3 * (0.5 * (1.0 + (std::f64::consts::PI * t / 12.0).cos()))
+        } else {
+            cosine_decay(0.3, 12, 0.0).value(step)
+        }
+    }
+}
+
+/// The labels of the multi_transform cases.
+fn label_of(key: &str) -> &'static str {
+    if key.starts_with("layer_norm_0.") {
+        "frozen"
+    } else if key.starts_with("dense_0.") {
+        "head"
+    } else {
+        "body"
+    }
+}
+
+/// Runs `body` with the transformation named by `case`.
+macro_rules! with_tx {
+    ($case:expr, |$tx:ident| $body:expr) => {{
+        let cos = Cosine {
+            f64: $case.dtype == "f64",
+        };
+        match $case.name.trim_end_matches("_f64") {
+            "masked_adw1e-2_then_adam0.3" => {
+                let $tx = chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3)));
+                $body
+            }
+            "masked_adw1e-1_then_adam1e-3" => {
+                let $tx = chain((masked(add_decayed_weights(1e-1), decay_mask), adam(1e-3)));
+                $body
+            }
+            "masked_adam_cosine0.3_alone" => {
+                let $tx = masked(adam(cos), decay_mask);
+                $body
+            }
+            "masked_sgd1e-3_momentum0.9_biases" => {
+                let $tx = masked(sgd(1e-3, Some(0.9), false), |k: &str| !decay_mask(k));
+                $body
+            }
+            "adamw_lr0.3_wd1e-2_mask" => {
+                let $tx = adamw(0.3, 1e-2).mask(decay_mask);
+                $body
+            }
+            "adamw_cosine0.3_wd1e-1_b1_0.8_b2_0.99_eps1e-6_mask" => {
+                let $tx = adamw(cos, 1e-1).b1(0.8).b2(0.99).eps(1e-6).mask(decay_mask);
+                $body
+            }
+            "adamw_lr1e-3_wd1e-1_mask" => {
+                let $tx = adamw(1e-3, 1e-1).mask(decay_mask);
+                $body
+            }
+            "multi_frozen_head_adam1e-3_body_sgd1e-2" => {
+                let $tx = multi_transform(
+                    (
+                        ("frozen", set_to_zero()),
+                        ("head", adam(1e-3)),
+                        ("body", sgd(1e-2, None, false)),
+                    ),
+                    label_of,
+                );
+                $body
+            }
+            "multi_frozen_adam_cosine0.3_head_clip0.5_sgd0.3_momentum0.9_body" => {
+                let $tx = multi_transform(
+                    (
+                        ("frozen", adam(cos)),
+                        (
+                            "head",
+                            chain((clip_by_global_norm(0.5), sgd(0.3, Some(0.9), false))),
+                        ),
+                        ("body", adamw(1e-3, 1e-1).mask(decay_mask)),
+                    ),
+                    label_of,
+                );
+                $body
+            }
+            other => panic!("no flaxen equivalent registered for fixture case {other}"),
+        }
+    }};
+}
+
+#[test]
+fn every_masked_trace_is_reproduced() {
+    let fixture = fixture();
+    assert_eq!(fixture.cases.len(), 18, "a new case needs a line here");
+    for case in &fixture.cases {
+        assert_eq!(case.grads.len(), 12);
+        let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
+        let errs = [false, true].map(|fused| match case.dtype.as_str() {
+            "f32" => with_tx!(case, |tx| trace_error::<f32, _>(case, &tx, fused)),
+            "f64" => with_tx!(case, |tx| trace_error::<f64, _>(case, &tx, fused)),
+            other => panic!("dtype {other}"),
+        });
+        eprintln!(
+            "{:70} max rel error (two-step, fused): {:.1e} {:.1e}",
+            case.name, errs[0], errs[1]
+        );
+        for (path, e) in ["update_model + apply_updates", "apply_model"]
+            .iter()
+            .zip(errs)
+        {
+            assert!(
+                e <= tol,
+                "{} ({path}): relative error {e:e} > {tol:e}",
+                case.name
+            );
+        }
+    }
+}
+
+/// A state saved after 5 steps (through a `StateMap` and the exact
+/// counters) and loaded into a fresh one resumes bit for bit; the saved
+/// keys are `keys`.
+fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(case: &str, tx: T, keys: &[&str]) {
+    let fixture = fixture();
+    let case = fixture.cases.iter().find(|c| c.name == case).unwrap();
+    let dev = Cpu::default();
+    let mut a = model::<f32>(&dev, &case.init);
+    let mut sa = tx.try_init_model(&a).unwrap();
+    for step in 0..5 {
+        let grads = grads_of(&a, &case.grads[step]);
+        tx.apply_model(&mut sa, grads, &mut a).unwrap();
+    }
+    let mut saved = StateMap::new();
+    sa.save_state("opt.", &mut saved);
+    let mut counters = StateMap::new();
+    sa.save_counters("opt.", &mut counters);
+    let found: Vec<_> = saved.keys().cloned().collect();
+    assert_eq!(found, keys);
+    let mut b = a.clone();
+    let mut sb = tx.try_init_model(&b).unwrap();
+    sb.load_state("opt.", &saved).unwrap();
+    sb.load_counters("opt.", &counters).unwrap();
+    for (step, g) in case.grads.iter().enumerate().skip(5) {
+        let grads = grads_of(&a, g);
+        tx.apply_model(&mut sa, grads, &mut a).unwrap();
+        let grads = grads_of(&b, g);
+        if step % 2 == 0 {
+            tx.apply_model(&mut sb, grads, &mut b).unwrap();
+        } else {
+            let updates = tx.update_model(&mut sb, grads, &b).unwrap();
+            apply_updates(&mut b, updates).unwrap();
+        }
+    }
+    assert_eq!(values(&a), values(&b));
+}
+
+#[test]
+fn masked_states_resume_bit_for_bit() {
+    resumes_bit_for_bit(
+        "masked_adw1e-2_then_adam0.3",
+        chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3))),
+        &[
+            "opt.1.count",
+            "opt.1.mu.conv_0.bias",
+            "opt.1.mu.conv_0.weight",
+            "opt.1.mu.dense_0.bias",
+            "opt.1.mu.dense_0.weight",
+            "opt.1.mu.layer_norm_0.scale",
+            "opt.1.nu.conv_0.bias",
+            "opt.1.nu.conv_0.weight",
+            "opt.1.nu.dense_0.bias",
+            "opt.1.nu.dense_0.weight",
+            "opt.1.nu.layer_norm_0.scale",
+        ],
+    );
+    resumes_bit_for_bit(
+        "masked_adam_cosine0.3_alone",
+        masked(adam(Cosine { f64: false }), decay_mask),
+        &[
+            "opt.inner.count",
+            "opt.inner.mu.conv_0.weight",
+            "opt.inner.mu.dense_0.weight",
+            "opt.inner.nu.conv_0.weight",
+            "opt.inner.nu.dense_0.weight",
+        ],
+    );
+    resumes_bit_for_bit(
+        "masked_sgd1e-3_momentum0.9_biases",
+        masked(sgd(1e-3, Some(0.9), false), |k: &str| !decay_mask(k)),
+        &[
+            "opt.inner.count",
+            "opt.inner.trace.conv_0.bias",
+            "opt.inner.trace.dense_0.bias",
+            "opt.inner.trace.layer_norm_0.scale",
+        ],
+    );
+    resumes_bit_for_bit(
+        "adamw_lr0.3_wd1e-2_mask",
+        adamw(0.3, 1e-2).mask(decay_mask),
+        &[
+            "opt.count",
+            "opt.mu.conv_0.bias",
+            "opt.mu.conv_0.weight",
+            "opt.mu.dense_0.bias",
+            "opt.mu.dense_0.weight",
+            "opt.mu.layer_norm_0.scale",
+            "opt.nu.conv_0.bias",
+            "opt.nu.conv_0.weight",
+            "opt.nu.dense_0.bias",
+            "opt.nu.dense_0.weight",
+            "opt.nu.layer_norm_0.scale",
+        ],
+    );
+}
+
+#[test]
+fn multi_transform_states_resume_bit_for_bit() {
+    resumes_bit_for_bit(
+        "multi_frozen_head_adam1e-3_body_sgd1e-2",
+        multi_transform(
+            (
+                ("frozen", set_to_zero()),
+                ("head", adam(1e-3)),
+                ("body", sgd(1e-2, None, false)),
+            ),
+            label_of,
+        ),
+        &[
+            "opt.body.count",
+            "opt.head.count",
+            "opt.head.mu.dense_0.bias",
+            "opt.head.mu.dense_0.weight",
+            "opt.head.nu.dense_0.bias",
+            "opt.head.nu.dense_0.weight",
+        ],
+    );
+    resumes_bit_for_bit(
+        "multi_frozen_adam_cosine0.3_head_clip0.5_sgd0.3_momentum0.9_body",
+        multi_transform(
+            (
+                ("frozen", adam(Cosine { f64: false })),
+                (
+                    "head",
+                    chain((clip_by_global_norm(0.5), sgd(0.3, Some(0.9), false))),
+                ),
+                ("body", adamw(1e-3, 1e-1).mask(decay_mask)),
+            ),
+            label_of,
+        ),
+        &[
+            "opt.body.count",
+            "opt.body.mu.conv_0.bias",
+            "opt.body.mu.conv_0.weight",
+            "opt.body.nu.conv_0.bias",
+            "opt.body.nu.conv_0.weight",
+            "opt.frozen.count",
+            "opt.frozen.mu.layer_norm_0.scale",
+            "opt.frozen.nu.layer_norm_0.scale",
+            "opt.head.1.count",
+            "opt.head.1.trace.dense_0.bias",
+            "opt.head.1.trace.dense_0.weight",
+        ],
+    );
+}
+
+/// Masked-out updates come back exactly as they went in, and `set_to_zero`
+/// leaves its parameters in place, bit for bit.
+#[test]
+fn masked_out_updates_pass_through_unchanged() {
+    let fixture = fixture();
+    let case = &fixture.cases[0];
+    let dev = Cpu::default();
+    let m = model::<f32>(&dev, &case.init);
+    let tx = masked(adam(0.3), |k: &str| k == "dense_0.weight");
+    let mut state = tx.init_model(&m).unwrap();
+    let params = Params::of(&m).unwrap();
+    let grads = grads_of(&m, &case.grads[0]);
+    let mut updates = tx.update_model(&mut state, grads, &m).unwrap();
+    for (i, key) in KEYS.iter().enumerate() {
+        let got = updates.tensor(i, &params).unwrap().as_vec();
+        let want: Vec<f32> = case.grads[0][*key].data.iter().map(|&v| v as f32).collect();
+        if *key == "dense_0.weight" {
+            assert_ne!(got, want);
+        } else {
+            assert_eq!(got, want, "{key}");
+        }
+    }
+
+    let tx = multi_transform(
+        (("frozen", set_to_zero()), ("rest", sgd(0.1, None, false))),
+        |k: &str| if decay_mask(k) { "rest" } else { "frozen" },
+    );
+    let mut m = model::<f32>(&dev, &case.init);
+    let before = values(&m);
+    let mut state = tx.try_init_model(&m).unwrap();
+    let grads = grads_of(&m, &case.grads[0]);
+    tx.apply_model(&mut state, grads, &mut m).unwrap();
+    let after = values(&m);
+    for i in 0..5 {
+        assert_eq!(before[i] == after[i], !decay_mask(KEYS[i]), "{}", KEYS[i]);
+    }
+}
+
+#[test]
+fn masks_and_labels_that_do_not_fit_are_clear_errors() {
+    let dev = Cpu::default();
+    let fixture = fixture();
+    let m = model::<f32>(&dev, &fixture.cases[0].init);
+
+    let err = masked(adam(1e-3), |k: &str| k.starts_with("conv_1."))
+        .try_init_model(&m)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "masked: the mask selects none of the parameters [\"conv_0.weight\", \"conv_0.bias\", \
+         \"dense_0.weight\", \"dense_0.bias\", \"layer_norm_0.scale\"]"
+    );
+    // Inside combinators, and in adamw's mask.
+    let tx = apply_if_finite(
+        chain((
+            masked(add_decayed_weights(1e-4), |_: &str| false),
+            adam(1e-3),
+        )),
+        3,
+    );
+    assert!(matches!(
+        tx.try_init_model(&m),
+        Err(OptimError::EmptyMask { transform, .. }) if transform == "masked"
+    ));
+    let err = adamw(1e-3, 1e-2)
+        .mask(|k: &str| k.ends_with("kernel"))
+        .try_init_model(&m)
+        .unwrap_err();
+    assert!(
+        matches!(err, OptimError::EmptyMask { transform, .. } if transform == "adamw(..).mask")
+    );
+
+    let tx = multi_transform(
+        (("head", adam(1e-3)), ("body", sgd(1e-2, None, false))),
+        |k: &str| {
+            if k.starts_with("dense") {
+                "head"
+            } else {
+                "bdy"
+            }
+        },
+    );
+    let err = tx.try_init_model(&m).unwrap_err();
+    assert_eq!(
+        err,
+        OptimError::UnknownLabel {
+            key: "conv_0.weight".into(),
+            label: "bdy".into(),
+            labels: vec!["head".into(), "body".into()],
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "multi_transform: parameter `conv_0.weight` has label `bdy`, which has no \
+         transformation (labels: [\"head\", \"body\"])"
+    );
+    // The plain init and update do not fail: such parameters stay in place.
+    let mut m2 = m.clone();
+    let mut state = tx.init_model(&m2).unwrap();
+    let grads = grads_of(&m2, &fixture.cases[0].grads[0]);
+    tx.apply_model(&mut state, grads, &mut m2).unwrap();
+    assert_eq!(m2.conv_w.as_vec(), m.conv_w.as_vec());
+    assert_ne!(m2.dense_w.as_vec(), m.dense_w.as_vec());
+
+    let tx = multi_transform(
+        (("a", set_to_zero()), ("a", sgd(1e-2, None, false))),
+        |_: &str| "a",
+    );
+    assert_eq!(
+        tx.try_init_model(&m).unwrap_err(),
+        OptimError::DuplicateLabel { label: "a".into() }
+    );
+    // A member's own mask is checked against its group only.
+    let tx = multi_transform(
+        (
+            (
+                "head",
+                masked(add_decayed_weights(1e-2), |k: &str| k.starts_with("conv")),
+            ),
+            ("rest", identity()),
+        ),
+        |k: &str| {
+            if k.starts_with("dense") {
+                "head"
+            } else {
+                "rest"
+            }
+        },
+    );
+    assert!(matches!(
+        tx.try_init_model(&m),
+        Err(OptimError::EmptyMask { keys, .. }) if keys == ["dense_0.weight", "dense_0.bias"]
+    ));
+}
+
+/// `TrainState` trains with a masked optimizer, and a checkpoint of it
+/// round-trips.
+#[test]
+fn train_state_with_a_masked_optimizer_round_trips() {
+    use flaxen::runtime::train_state::TrainState;
+    let dev = Cpu::default();
+    let fixture = fixture();
+    let case = &fixture.cases[0];
+    let tx = chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3)));
+    let mut a = TrainState::create(model::<f32>(&dev, &case.init), tx.clone()).unwrap();
+    for g in &case.grads[..3] {
+        let grads = grads_of(&a.params, g);
+        a.apply_gradients(grads).unwrap();
+    }
+    let mut saved = StateMap::new();
+    a.save_state("", &mut saved);
+    let mut counters = StateMap::new();
+    a.save_counters("", &mut counters);
+    let mut b = TrainState::create(model::<f32>(&dev, &case.init), tx).unwrap();
+    b.load_state("", &saved).unwrap();
+    b.load_counters("", &counters).unwrap();
+    for g in &case.grads[3..] {
+        let grads = grads_of(&a.params, g);
+        a.apply_gradients(grads).unwrap();
+        let grads = grads_of(&b.params, g);
+        b.apply_gradients(grads).unwrap();
+    }
+    assert_eq!(values(&a.params), values(&b.params));
+}
