@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::gemm::{matmul, Mat, MatMut};
 use super::pool::PlanePool;
 use super::scratch::Scratch;
-use super::{chunking, Elem};
+use super::{fine_chunking, Elem};
 use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 
 /// `dst = src` for the short runs of one output row: a run of eight or more
@@ -249,7 +249,7 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
     let out_len = geom.o * out_plane;
     let (groups, og) = (geom.groups, geom.o / geom.groups);
     let pointwise = is_pointwise(geom);
-    let per = chunking(batch);
+    let per = fine_chunking(batch);
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
     let mut pad = pad_scratch::<E>(win);
     // A pooled example's convolution output lives here, in cache, until
@@ -373,7 +373,7 @@ pub(super) fn forward<E: Elem>(
     // the length).
     let ys = Shared(y.as_mut_ptr().cast::<std::mem::MaybeUninit<E>>());
     let (pos, args) = (Shared::new(&mut positive), Shared::new(&mut argmax));
-    let per = chunking(batch);
+    let per = fine_chunking(batch);
     let task = FwdTask {
         geom,
         epi,
@@ -462,7 +462,7 @@ fn backward_task<E: Elem>(
     let gcols = patch * positions;
     let pointwise = is_pointwise(geom);
     let fused = epi.relu || pool.is_some();
-    let per = chunking(batch);
+    let per = fine_chunking(batch);
     let (x, weight) = (&saved.x[..], &saved.weight[..]);
     // Overwritten by the first example's gemm.
     let mut dw = Scratch::new(geom.o * patch);
@@ -569,7 +569,7 @@ pub(super) fn backward<E: Elem>(
 ) -> (Scratch<E>, Vec<E>) {
     let (patch, chw) = (geom.patch(), geom.c * geom.win.in_plane());
     let pool = plane_pool::<E>(epi);
-    let per = chunking(batch);
+    let per = fine_chunking(batch);
     let bias_len = if bias_grad { geom.o } else { 0 };
     // One task per run of `per` examples, with its slice of `dx` if wanted.
     let tasks: Vec<(usize, Option<&mut [E]>)> = match dx {
