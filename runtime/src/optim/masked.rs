@@ -87,6 +87,11 @@ impl fmt::Debug for Mask {
 }
 
 /// The key suffixes (last dotted segment) that [`decay_mask`] excludes.
+///
+/// ```
+/// use flaxen_runtime::optim::NO_DECAY_SUFFIXES;
+/// assert_eq!(NO_DECAY_SUFFIXES, ["bias", "scale", "gamma", "beta"]);
+/// ```
 pub const NO_DECAY_SUFFIXES: [&str; 4] = ["bias", "scale", "gamma", "beta"];
 
 /// The usual weight-decay mask: true for weights and kernels, false for
@@ -181,8 +186,16 @@ pub struct MaskedState<S> {
 }
 
 impl<S> MaskedState<S> {
-    /// The inner transformation's state (see the example on
-    /// [`MaskedState`]).
+    /// The inner transformation's state.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 3>, f32>();
+    /// let state = masked(adam(1e-3), decay_mask).init_model(&model).unwrap();
+    /// assert_eq!(state.inner().count(), 0);
+    /// ```
     pub fn inner(&self) -> &S {
         &self.inner
     }
@@ -408,11 +421,28 @@ pub struct MultiTransformState<S> {
 
 impl<S> MultiTransformState<S> {
     /// The labels, in the order of the transformations.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 3>, f32>();
+    /// let tx = multi_transform((("all", sgd(0.1, None, false)),), |_: &str| "all");
+    /// assert_eq!(tx.init_model(&model).unwrap().labels(), ["all"]);
+    /// ```
     pub fn labels(&self) -> &[String] {
         &self.labels
     }
-    /// The tuple of per-label states (see the example on
-    /// [`MultiTransformState`]).
+    /// The tuple of per-label states.
+    ///
+    /// ```
+    /// # use flaxen_runtime::dfdx::prelude::*;
+    /// # use flaxen_runtime::optim::*;
+    /// # let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<2, 3>, f32>();
+    /// let tx = multi_transform((("all", adam(1e-3)),), |_: &str| "all");
+    /// assert_eq!(tx.init_model(&model).unwrap().states().0.count(), 0);
+    /// ```
     pub fn states(&self) -> &S {
         &self.states
     }
