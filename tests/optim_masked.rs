@@ -1,5 +1,5 @@
 //! Optax 0.2.8 traces of `masked`, `adamw(..).mask(..)` and
-//! `multi_transform` (`tests/fixtures/optax_masked.json`, written by
+//! `multi_transform`, and of `adabelief` (`tests/fixtures/optax_masked.json`, written by
 //! `tests/python/make_optax_masked.py`): 12 steps on a tree keyed by
 //! checkpoint names (`conv_0.weight` 3x2x3x3, `conv_0.bias` 3,
 //! `dense_0.weight` 5x7, `dense_0.bias` 5, `layer_norm_0.scale` 7), in
@@ -277,6 +277,26 @@ macro_rules! with_tx {
                 );
                 $body
             }
+            "adabelief_lr0.3" => {
+                let $tx = adabelief(0.3);
+                $body
+            }
+            "adabelief_cosine0.3_b1_0.8_b2_0.99_eps1e-8_eps_root0_nesterov" => {
+                let $tx = adabelief(cos)
+                    .b1(0.8)
+                    .b2(0.99)
+                    .eps(1e-8)
+                    .eps_root(0.0)
+                    .nesterov(true);
+                $body
+            }
+            "masked_adw1e-2_then_adabelief1e-3_eps_root1e-8" => {
+                let $tx = chain((
+                    masked(add_decayed_weights(1e-2), decay_mask),
+                    adabelief(1e-3).eps_root(1e-8),
+                ));
+                $body
+            }
             other => panic!("no flaxen equivalent registered for fixture case {other}"),
         }
     }};
@@ -285,7 +305,7 @@ macro_rules! with_tx {
 #[test]
 fn every_masked_trace_is_reproduced() {
     let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 18, "a new case needs a line here");
+    assert_eq!(fixture.cases.len(), 24, "a new case needs a line here");
     for case in &fixture.cases {
         assert_eq!(case.grads.len(), 12);
         let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
@@ -391,6 +411,32 @@ fn masked_states_resume_bit_for_bit() {
     resumes_bit_for_bit(
         "adamw_lr0.3_wd1e-2_mask",
         adamw(0.3, 1e-2).mask(decay_mask),
+        &[
+            "opt.count",
+            "opt.mu.conv_0.bias",
+            "opt.mu.conv_0.weight",
+            "opt.mu.dense_0.bias",
+            "opt.mu.dense_0.weight",
+            "opt.mu.layer_norm_0.scale",
+            "opt.nu.conv_0.bias",
+            "opt.nu.conv_0.weight",
+            "opt.nu.dense_0.bias",
+            "opt.nu.dense_0.weight",
+            "opt.nu.layer_norm_0.scale",
+        ],
+    );
+}
+
+#[test]
+fn adabelief_resumes_bit_for_bit() {
+    resumes_bit_for_bit(
+        "adabelief_cosine0.3_b1_0.8_b2_0.99_eps1e-8_eps_root0_nesterov",
+        adabelief(Cosine { f64: false })
+            .b1(0.8)
+            .b2(0.99)
+            .eps(1e-8)
+            .eps_root(0.0)
+            .nesterov(true),
         &[
             "opt.count",
             "opt.mu.conv_0.bias",

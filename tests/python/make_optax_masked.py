@@ -1,5 +1,5 @@
-"""Optax traces of `masked`, `adamw(mask=...)` and `multi_transform` for
-tests/optim_masked.rs.
+"""Optax traces of `masked`, `adamw(mask=...)`, `multi_transform` and
+`adabelief` for tests/optim_masked.rs.
 
 Writes tests/fixtures/optax_masked.json: for every case, the initial
 parameters, the gradient fed at each of 12 steps (fixed, so a trace checks
@@ -92,6 +92,14 @@ def cases(optax):
                 },
                 labels,
             )
+        ),
+        "adabelief_lr0.3": optax.adabelief(0.3),
+        "adabelief_cosine0.3_b1_0.8_b2_0.99_eps1e-8_eps_root0_nesterov": optax.adabelief(
+            cosine, b1=0.8, b2=0.99, eps=1e-8, eps_root=0.0, nesterov=True
+        ),
+        "masked_adw1e-2_then_adabelief1e-3_eps_root1e-8": optax.chain(
+            optax.masked(optax.add_decayed_weights(1e-2), decay_mask),
+            optax.adabelief(1e-3, eps_root=1e-8),
         ),
     }
 

@@ -81,6 +81,7 @@
 //! apply_updates(&mut model, updates).unwrap();
 //! ```
 
+mod adabelief;
 mod adagrad;
 mod adam;
 mod apply_if_finite;
@@ -97,6 +98,7 @@ mod rmsprop;
 mod sgd;
 mod transforms;
 
+pub use adabelief::{adabelief, AdaBelief, AdaBeliefState};
 pub use adagrad::{adagrad, Adagrad, AdagradState};
 pub use adam::{adam, adamw, Adam, AdamState};
 pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
