@@ -92,25 +92,37 @@ impl HostData {
     }
 }
 
-fn bench<M>(name: &str, dev: &Dev, blocks: usize, scans_per_block: usize)
-where
-    M: BuildOnDevice<Dev, f32>,
-    M::Built: TensorCollection<f32, Dev>
+/// A workload's module: trainable, and run on a taped batch without its
+/// input gradient.
+trait Net:
+    TensorCollection<f32, Dev>
+    + Module<
+        NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
+        Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+        Error = <Dev as HasErr>::Err,
+    >
+{
+}
+
+impl<N> Net for N where
+    N: TensorCollection<f32, Dev>
         + Module<
             NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
             Error = <Dev as HasErr>::Err,
-        >,
+        >
+{
+}
+
+fn bench<M>(name: &str, dev: &Dev, blocks: usize, scans_per_block: usize)
+where
+    M: BuildOnDevice<Dev, f32>,
+    M::Built: Net,
 {
     type State<N> = TrainState<N, Adam<f64>, f32, Dev>;
     fn step<N>(mut s: State<N>, (x, y): (X, Y)) -> (State<N>, Loss<f32, Dev>)
     where
-        N: TensorCollection<f32, Dev>
-            + Module<
-                NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
-                Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
-                Error = <Dev as HasErr>::Err,
-            >,
+        N: Net,
     {
         let (loss, grads) = s
             .value_and_grad(|m, tape| {
@@ -174,12 +186,7 @@ where
 fn profile<M>(dev: &Dev)
 where
     M: BuildOnDevice<Dev, f32>,
-    M::Built: TensorCollection<f32, Dev>
-        + Module<
-            NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
-            Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
-            Error = <Dev as HasErr>::Err,
-        >,
+    M::Built: Net,
 {
     let data = HostData::new(K);
     let mut state: TrainState<M::Built, Adam<f64>, f32, Dev> =

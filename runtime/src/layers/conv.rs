@@ -380,7 +380,7 @@ macro_rules! conv_layers {
 pub(super) use conv_layers;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use dfdx::nn::{DeviceBuildExt, Module};
     use dfdx::prelude::*;
@@ -411,7 +411,8 @@ mod tests {
     type Biased = builder::Conv2D<2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 5, 4, 2, 5>;
     type Unbiased = builder::UnbiasedConv2D<2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 5, 4, 2, 5>;
 
-    fn assert_close(what: &str, a: &[f64], b: &[f64]) {
+    /// Element by element within 1e-12 (relative above 1).
+    pub(crate) fn assert_close(what: &str, a: &[f64], b: &[f64]) {
         assert_eq!(a.len(), b.len(), "{what}: length");
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             assert!(

@@ -81,17 +81,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::conv::tests::assert_close as close;
     use crate::layers::{PoolKind, Window2D};
-
-    fn close(what: &str, a: &[f64], b: &[f64]) {
-        assert_eq!(a.len(), b.len(), "{what}: length");
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
-                "{what}[{i}]: {x} vs {y}"
-            );
-        }
-    }
 
     /// The fused kernel equals conv, relu and pooling run one after the
     /// other: values and the gradients of `x`, the weight and the bias, for

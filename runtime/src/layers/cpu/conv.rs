@@ -207,6 +207,49 @@ fn plane_pool<E: Elem>(epi: &Epilogue) -> Option<(PoolKind, PlanePool<E>)> {
     epi.pool.map(|(kind, win)| (kind, PlanePool::new(&win)))
 }
 
+/// The sizes both passes work with, per example.
+struct Dims {
+    /// One group's patch rows, `(c / groups) * kh * kw`.
+    patch: usize,
+    /// Output positions of the convolution, `oh * ow`.
+    positions: usize,
+    /// Input values, `c * h * w`.
+    chw: usize,
+    /// Convolution outputs, `o * oh * ow`.
+    conv_len: usize,
+    /// Positions per plane after the epilogue's pooling.
+    out_plane: usize,
+    /// The patch matrix, `c * kh * kw * oh * ow`.
+    col_len: usize,
+    /// Outputs after the epilogue, `o * out_plane`.
+    out_len: usize,
+    groups: usize,
+    /// Output channels per group.
+    og: usize,
+    /// The input is its own patch matrix ([`is_pointwise`]).
+    pointwise: bool,
+}
+
+impl Dims {
+    #[inline(always)]
+    fn new(geom: &ConvGeometry, epi: &Epilogue) -> Self {
+        let positions = geom.win.out_plane();
+        let out_plane = epi.out_plane(geom);
+        Self {
+            patch: geom.patch(),
+            positions,
+            chw: geom.c * geom.win.in_plane(),
+            conv_len: geom.o * positions,
+            out_plane,
+            col_len: geom.cols() * positions,
+            out_len: geom.o * out_plane,
+            groups: geom.groups,
+            og: geom.o / geom.groups,
+            pointwise: is_pointwise(geom),
+        }
+    }
+}
+
 /// What one forward task reads and writes (see [`forward`]).
 struct FwdTask<'a, E: Elem> {
     geom: &'a ConvGeometry,
@@ -243,12 +286,18 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
         batch,
     } = *task;
     let win = &geom.win;
-    let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
-    let out_len = geom.o * out_plane;
-    let (groups, og) = (geom.groups, geom.o / geom.groups);
-    let pointwise = is_pointwise(geom);
+    let Dims {
+        patch,
+        positions,
+        chw,
+        conv_len,
+        out_plane,
+        col_len,
+        out_len,
+        groups,
+        og,
+        pointwise,
+    } = Dims::new(geom, epi);
     let per = fine_chunking(batch);
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
     let mut pad = pad_scratch::<E>(win);
@@ -454,13 +503,19 @@ fn backward_task<E: Elem>(
         batch,
     } = *task;
     let win = &geom.win;
-    let (patch, positions) = (geom.patch(), win.out_plane());
-    let (chw, conv_len) = (geom.c * win.in_plane(), geom.o * positions);
-    let (out_plane, col_len) = (epi.out_plane(geom), geom.cols() * positions);
-    let out_len = geom.o * out_plane;
-    let (groups, og) = (geom.groups, geom.o / geom.groups);
+    let Dims {
+        patch,
+        positions,
+        chw,
+        conv_len,
+        out_plane,
+        col_len,
+        out_len,
+        groups,
+        og,
+        pointwise,
+    } = Dims::new(geom, epi);
     let gcols = patch * positions;
-    let pointwise = is_pointwise(geom);
     let fused = epi.relu || pool.is_some();
     let per = fine_chunking(batch);
     let (x, weight) = (&saved.x[..], &saved.weight[..]);
