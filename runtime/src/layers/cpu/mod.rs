@@ -78,7 +78,9 @@ fn chunking(items: usize) -> usize {
 /// (the convolutions): four tasks per thread, so a thread that falls behind
 /// (another process, a slower core) leaves work for the others to steal.
 fn fine_chunking(items: usize) -> usize {
-    items.div_ceil(4 * rayon::current_num_threads().max(1)).max(1)
+    items
+        .div_ceil(4 * rayon::current_num_threads().max(1))
+        .max(1)
 }
 
 /// The tensor's values in row-major order (one memcpy when contiguous).
