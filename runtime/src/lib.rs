@@ -5,6 +5,9 @@
 
 pub use dfdx;
 
+#[macro_use]
+mod simd;
+
 pub mod activations;
 pub mod checkpoint;
 pub mod data;

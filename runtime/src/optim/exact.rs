@@ -125,6 +125,7 @@ fn run_split<F: Float + Send + Sync, K: HostKernel>(kernel: &K, mut bufs: Vec<&m
 
 /// `x` rounded from `f64` to `F` (hyper-parameters are `f64`, as Python's
 /// floats; Optax's weak types round them on use).
+#[inline(always)]
 fn cast<F: Float>(x: f64) -> F {
     F::from(x).unwrap_or_else(F::nan)
 }
@@ -133,16 +134,25 @@ impl HostKernel for AdamConsts {
     /// `bufs`: `mu`, `nu`, and the direction's output.
     fn run<F: Float>(&self, bufs: &mut [&mut [F]], g: &[F]) {
         if let [mu, nu, dir] = bufs {
-            adam_host(self, mu, nu, dir, g);
+            adam_host_simd(self, mu, nu, dir, g);
         }
     }
 }
+
+simd_dispatch!(fn adam_host_simd<F: Float>(
+    c: &AdamConsts,
+    mu: &mut [F],
+    nu: &mut [F],
+    dir: &mut [F],
+    g: &[F],
+) => adam_host);
 
 /// Optax's `scale_by_adam` (eps_root = 0, no Nesterov) on host slices:
 /// `mu = (1 - b1) g + b1 mu`, `nu = (1 - b2) g² + b2 nu`,
 /// `dir = (mu / (1 - b1^t)) / (sqrt(nu / (1 - b2^t)) + eps)`, with `1 - b`
 /// rounded from `f64` and the bias corrections computed in `F` (as Optax
 /// does in `f32` without `jax_enable_x64`).
+#[inline(always)]
 fn adam_host<F: Float>(c: &AdamConsts, mu: &mut [F], nu: &mut [F], dir: &mut [F], g: &[F]) {
     let (b1, b2): (F, F) = (cast(c.b1), cast(c.b2));
     let (w1, w2): (F, F) = (cast(1.0 - c.b1), cast(1.0 - c.b2));
@@ -175,51 +185,60 @@ impl HostKernel for RmsConsts {
     /// `bufs`: `nu`, then `mu` if centered, `trace` with momentum, and the
     /// update's output.
     fn run<F: Float>(&self, bufs: &mut [&mut [F]], g: &[F]) {
-        let (w, d, eps): (F, F, F) = (cast(1.0 - self.decay), cast(self.decay), cast(self.eps));
-        let neg_lr: F = cast(-self.lr);
-        let m: F = cast(self.momentum.unwrap_or(0.0));
-        let (nu, rest) = match bufs.split_first_mut() {
-            Some((nu, rest)) => (nu, rest),
-            None => return,
-        };
-        let (mut mu, rest) = match (self.centered, rest) {
-            (true, [mu, rest @ ..]) => (Some(mu), rest),
-            (_, rest) => (None, rest),
-        };
-        let (mut trace, out) = match (self.momentum.is_some(), rest) {
-            (true, [trace, out]) => (Some(trace), out),
-            (false, [out]) => (None, out),
-            _ => return,
-        };
-        for i in 0..g.len() {
-            let gi = g[i];
-            nu[i] = w * (gi * gi) + d * nu[i];
-            // Optax's scale_by_stddev / scale_by_rms: `rsqrt(nu - mu² + eps)`.
-            let var = match &mut mu {
-                Some(mu) => {
-                    mu[i] = w * gi + d * mu[i];
-                    nu[i] - mu[i] * mu[i] + eps
-                }
-                None => nu[i] + eps,
-            };
-            // Then scale_by_learning_rate, then trace (momentum after the
-            // learning rate, unlike PyTorch's).
-            let mut u = (rsqrt(var) * gi) * neg_lr;
-            if let Some(trace) = &mut trace {
-                trace[i] = u + m * trace[i];
-                u = if self.nesterov {
-                    u + m * trace[i]
-                } else {
-                    trace[i]
-                };
+        rms_host_simd(self, bufs, g);
+    }
+}
+
+simd_dispatch!(fn rms_host_simd<F: Float>(c: &RmsConsts, bufs: &mut [&mut [F]], g: &[F]) => rms_host);
+
+/// Optax's `rmsprop` on host slices (see [`RmsConsts`]'s `run`).
+#[inline(always)]
+fn rms_host<F: Float>(c: &RmsConsts, bufs: &mut [&mut [F]], g: &[F]) {
+    let (w, d, eps): (F, F, F) = (cast(1.0 - c.decay), cast(c.decay), cast(c.eps));
+    let neg_lr: F = cast(-c.lr);
+    let m: F = cast(c.momentum.unwrap_or(0.0));
+    let (nu, rest) = match bufs.split_first_mut() {
+        Some((nu, rest)) => (nu, rest),
+        None => return,
+    };
+    let (mut mu, rest) = match (c.centered, rest) {
+        (true, [mu, rest @ ..]) => (Some(mu), rest),
+        (_, rest) => (None, rest),
+    };
+    let (mut trace, out) = match (c.momentum.is_some(), rest) {
+        (true, [trace, out]) => (Some(trace), out),
+        (false, [out]) => (None, out),
+        _ => return,
+    };
+    for i in 0..g.len() {
+        let gi = g[i];
+        nu[i] = w * (gi * gi) + d * nu[i];
+        // Optax's scale_by_stddev / scale_by_rms: `rsqrt(nu - mu² + eps)`.
+        let var = match &mut mu {
+            Some(mu) => {
+                mu[i] = w * gi + d * mu[i];
+                nu[i] - mu[i] * mu[i] + eps
             }
-            out[i] = u;
+            None => nu[i] + eps,
+        };
+        // Then scale_by_learning_rate, then trace (momentum after the
+        // learning rate, unlike PyTorch's).
+        let mut u = (rsqrt(var) * gi) * neg_lr;
+        if let Some(trace) = &mut trace {
+            trace[i] = u + m * trace[i];
+            u = if c.nesterov {
+                u + m * trace[i]
+            } else {
+                trace[i]
+            };
         }
+        out[i] = u;
     }
 }
 
 /// `1 / sqrt(x)` correctly rounded (through `f64`): XLA's `rsqrt` is within
 /// an ulp of it, and agrees more often than `1 / sqrt` in `F` does.
+#[inline(always)]
 fn rsqrt<F: Float>(x: F) -> F {
     cast(1.0 / x.to_f64().unwrap_or(f64::NAN).sqrt())
 }
