@@ -48,7 +48,7 @@ pub mod prelude {
     pub use crate::metrics::Metrics;
     pub use crate::optim::{
         adabelief, adagrad, adam, adamw, add_decayed_weights, apply_if_finite, apply_updates,
-        chain, clip_by_global_norm, decay_mask, identity, lion, masked, multi_steps,
+        chain, clip_by_global_norm, decay_mask, identity, lamb, lion, masked, multi_steps,
         multi_transform, rmsprop, scale, scale_by_schedule, set_to_zero, sgd,
         GradientTransformation, OptimError,
     };

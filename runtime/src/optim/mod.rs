@@ -90,6 +90,7 @@ mod clip;
 mod exact;
 mod fused;
 pub(crate) use fused::{load_count, load_counter, save_count, save_counter};
+mod lamb;
 mod leaves;
 mod lion;
 mod masked;
@@ -104,6 +105,7 @@ pub use adam::{adam, adamw, Adam, AdamState};
 pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
 pub use chain::{chain, Chain};
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
+pub use lamb::{lamb, Lamb, LambState};
 pub use leaves::{apply_updates, Leaf, LeafInfo, Params, Updates};
 pub use lion::{lion, Lion, LionState};
 pub use masked::{
