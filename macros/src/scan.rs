@@ -112,12 +112,17 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 #rt::assert_stacked::<#k_lit, _>(__batches);
             };
             let losses: Vec<_> = (0..k).map(|i| format_ident!("__loss_{}", i)).collect();
-            let calls = losses.iter().enumerate().map(|(i, loss)| {
-                let idx = syn::Index::from(i);
+            let slices = quote_spanned! {batches.span()=>
+                ::core::iter::IntoIterator::into_iter(
+                    <_ as #rt::Stacked<#k_lit>>::steps(__batches),
+                )
+            };
+            let calls = losses.iter().map(|loss| {
                 quote_spanned! {step.span()=>
                     let (__state, #loss) = __step(
                         __state,
-                        <_ as #rt::Stacked<#k_lit>>::step(__batches, #idx),
+                        ::core::iter::Iterator::next(&mut __slices)
+                            .expect("`Stacked::steps` gives K slices"),
                     );
                 }
             });
@@ -127,6 +132,8 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 #[allow(unused_mut)]
                 let mut __step = #step;
                 let __state = #state;
+                // Every slice at once: a CPU stack is read once, not K times.
+                let mut __slices = #slices;
                 #(#calls)*
                 (__state, #rt::stack_losses([#(#losses),*]))
             }})

@@ -30,6 +30,12 @@ pub trait Stacked<const K: usize> {
     type Step;
     /// Slice `k` (`k < K`) of every stacked tensor. Copies one batch, not all K.
     fn step(&self, k: usize) -> Self::Step;
+
+    /// All `K` slices, in order: what `scan!` feeds its steps. A CPU tensor
+    /// reads its memory once for all of them.
+    fn steps(&self) -> Vec<Self::Step> {
+        (0..K).map(|k| self.step(k)).collect()
+    }
 }
 
 /// A device that can take slice `k` of a stacked tensor's leading axis.
@@ -43,25 +49,54 @@ pub trait SelectStep<E: Unit>: Storage<E> {
         t: &Tensor<Src, E, Self>,
         k: usize,
     ) -> Tensor<Dst, E, Self>;
+
+    /// Every slice `t[0], t[1], ..` along the leading axis (`k` of them).
+    fn select_steps<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+        t: &Tensor<Src, E, Self>,
+        k: usize,
+    ) -> Vec<Tensor<Dst, E, Self>> {
+        (0..k).map(|i| Self::select_step(t, i)).collect()
+    }
 }
 
 impl<E: Dtype> SelectStep<E> for Cpu {
     /// Slice `k` as a copy of memory: dfdx's `select` computes an index per
     /// element, 2.5x slower for a batch of 32 digits (67 vs 27 µs,
-    /// measured), which a scan pays every step. A strided stack is made
-    /// contiguous first (a stack built by `stack_batches` or a loader is).
+    /// measured), which a scan pays every step.
     fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
         t: &Tensor<Src, E, Self>,
         k: usize,
     ) -> Tensor<Dst, E, Self> {
         let dst = t.shape().remove(());
         let n = dst.num_elements();
-        let mut all = vec![E::default(); t.shape().num_elements()];
-        t.clone().contiguous().copy_into(&mut all);
-        all.truncate((k + 1) * n);
-        all.drain(..k * n);
-        t.device().tensor_from_vec(all, dst)
+        let all = host_copy(t);
+        t.device()
+            .tensor_from_vec(all[k * n..(k + 1) * n].to_vec(), dst)
     }
+
+    /// One read of the stack's memory for every slice.
+    fn select_steps<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
+        t: &Tensor<Src, E, Self>,
+        k: usize,
+    ) -> Vec<Tensor<Dst, E, Self>> {
+        let dst = t.shape().remove(());
+        let n = dst.num_elements();
+        let all = host_copy(t);
+        (0..k)
+            .map(|i| {
+                t.device()
+                    .tensor_from_vec(all[i * n..(i + 1) * n].to_vec(), dst)
+            })
+            .collect()
+    }
+}
+
+/// `t`'s values in row-major order (a strided stack is made contiguous
+/// first; one built by `stack_batches` or a loader already is).
+fn host_copy<S: Shape, E: Dtype>(t: &Tensor<S, E, Cpu>) -> Vec<E> {
+    let mut all = vec![E::default(); t.shape().num_elements()];
+    t.clone().contiguous().copy_into(&mut all);
+    all
 }
 
 #[cfg(feature = "cuda")]
@@ -108,6 +143,9 @@ macro_rules! impl_stacked_tensor {
             fn step(&self, k: usize) -> Self::Step {
                 D::select_step(self, k)
             }
+            fn steps(&self) -> Vec<Self::Step> {
+                D::select_steps(self, K)
+            }
         }
     };
 }
@@ -124,6 +162,14 @@ macro_rules! impl_stacked_tuple {
             fn step(&self, k: usize) -> Self::Step {
                 ($(self.$i.step(k),)+)
             }
+            fn steps(&self) -> Vec<Self::Step> {
+                // Each component's slices, then zipped step by step.
+                #[allow(non_snake_case)]
+                let ($(mut $t,)+) = ($(self.$i.steps().into_iter(),)+);
+                (0..K)
+                    .map(|_| ($($t.next().expect("K slices"),)+))
+                    .collect()
+            }
         }
     };
 }
@@ -136,6 +182,9 @@ impl<const K: usize, T: Stacked<K>> Stacked<K> for &T {
     type Step = T::Step;
     fn step(&self, k: usize) -> Self::Step {
         (**self).step(k)
+    }
+    fn steps(&self) -> Vec<Self::Step> {
+        (**self).steps()
     }
 }
 
@@ -228,8 +277,8 @@ where
 {
     const { assert!(K > 0, "`scan!` needs at least one step (K = 0)") };
     let mut losses = Vec::with_capacity(K);
-    for k in 0..K {
-        let (next, loss) = step(state, batches.step(k));
+    for batch in batches.steps() {
+        let (next, loss) = step(state, batch);
         state = next;
         losses.push(loss);
     }
