@@ -1,8 +1,9 @@
 //! One optimizer update on the seed CNN's 824,458 parameters: flaxen `adam`
 //! (Optax's arithmetic, and `pytorch_arithmetic(true)`, i.e. dfdx's kernel)
 //! versus dfdx's `Adam`, `rmsprop` with Optax's `centered`, `momentum`
-//! and `nesterov`, `apply_if_finite(adam)`, `adagrad` and `lion`. Prints
-//! one JSON line.
+//! and `nesterov`, `apply_if_finite(adam)`, `adagrad`, `lion`, `adabelief`,
+//! `lamb` (with a masked weight decay) and Optax's masked-decay idiom
+//! `chain((masked(add_decayed_weights), adam))`. Prints one JSON line.
 //!
 //! The parameters are raw tensors with the seed CNN's shapes (conv 1→32 3x3,
 //! conv 32→64 3x3, dense 3136→256, dense 256→10): an optimizer only sees
@@ -14,7 +15,8 @@ use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
 use flaxen::runtime::dfdx::prelude::*;
 use flaxen::runtime::optim::{
-    adagrad, adam, apply_if_finite, apply_updates, lion, rmsprop, GradientTransformation,
+    adabelief, adagrad, adam, add_decayed_weights, apply_if_finite, apply_updates, chain,
+    decay_mask, lamb, lion, masked, rmsprop, GradientTransformation,
 };
 use std::time::Instant;
 
@@ -156,6 +158,9 @@ fn main() {
     let mut finite = ours.clone();
     let mut ada = ours.clone();
     let mut li = ours.clone();
+    let mut belief = ours.clone();
+    let mut la = ours.clone();
+    let mut md = ours.clone();
     let mut grads = random_grads(&ours, &dev);
     let mut grads_two = random_grads(&two_step, &dev);
     let grads_theirs = random_grads(&theirs, &dev);
@@ -164,6 +169,9 @@ fn main() {
     let mut grads_fin = random_grads(&finite, &dev);
     let mut grads_ada = random_grads(&ada, &dev);
     let mut grads_li = random_grads(&li, &dev);
+    let mut grads_belief = random_grads(&belief, &dev);
+    let mut grads_la = random_grads(&la, &dev);
+    let mut grads_md = random_grads(&md, &dev);
 
     let tx = adam(1e-3);
     let mut state = tx.init_model(&ours).unwrap();
@@ -178,11 +186,18 @@ fn main() {
     let mut state_ada = tx_ada.init_model(&ada).unwrap();
     let tx_li = lion(1e-4);
     let mut state_li = tx_li.init_model(&li).unwrap();
+    let tx_belief = adabelief(1e-3);
+    let mut state_belief = tx_belief.init_model(&belief).unwrap();
+    let tx_la = lamb(1e-3).weight_decay(1e-2).mask(decay_mask);
+    let mut state_la = tx_la.try_init_model(&la).unwrap();
+    let tx_md = chain((masked(add_decayed_weights(1e-4), decay_mask), adam(1e-3)));
+    let mut state_md = tx_md.try_init_model(&md).unwrap();
     let mut opt = Adam::new(&theirs, AdamConfig::default());
 
     let (mut t_ours, mut t_theirs, mut t_two) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_pt, mut t_rms, mut t_fin) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_ada, mut t_li) = (Vec::new(), Vec::new());
+    let (mut t_belief, mut t_la, mut t_md) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..iters + 3 {
         // Interleaved, so that all three see the same machine load.
         // flaxen as TrainState runs it: apply_model (fused, in place).
@@ -222,7 +237,21 @@ fn main() {
         let t = Instant::now();
         grads_li = tx_li.apply_model(&mut state_li, grads_li, &mut li).unwrap();
         let h = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        grads_belief = tx_belief
+            .apply_model(&mut state_belief, grads_belief, &mut belief)
+            .unwrap();
+        let j = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        grads_la = tx_la.apply_model(&mut state_la, grads_la, &mut la).unwrap();
+        let k = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        grads_md = tx_md.apply_model(&mut state_md, grads_md, &mut md).unwrap();
+        let l = t.elapsed().as_secs_f64();
         if i >= 3 {
+            t_belief.push(j * 1e3);
+            t_la.push(k * 1e3);
+            t_md.push(l * 1e3);
             t_li.push(h * 1e3);
             t_ada.push(g * 1e3);
             t_fin.push(f * 1e3);
@@ -236,8 +265,9 @@ fn main() {
     let (a, b, c) = (median(t_ours), median(t_theirs), median(t_two));
     let (d, e, f) = (median(t_pt), median(t_rms), median(t_fin));
     let (g, h) = (median(t_ada), median(t_li));
+    let (j, k, l) = (median(t_belief), median(t_la), median(t_md));
     println!(
-        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3},\"flaxen_apply_if_finite_adam_ms\":{f:.3},\"flaxen_adagrad_ms\":{g:.3},\"flaxen_lion_ms\":{h:.3}}}",
+        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3},\"flaxen_apply_if_finite_adam_ms\":{f:.3},\"flaxen_adagrad_ms\":{g:.3},\"flaxen_lion_ms\":{h:.3},\"flaxen_adabelief_ms\":{j:.3},\"flaxen_lamb_masked_decay_ms\":{k:.3},\"flaxen_masked_decay_then_adam_ms\":{l:.3}}}",
         a / b,
         c / b
     );
