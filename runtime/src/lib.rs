@@ -47,9 +47,9 @@ pub mod prelude {
     };
     pub use crate::metrics::Metrics;
     pub use crate::optim::{
-        adabelief, adagrad, adam, adamw, add_decayed_weights, apply_if_finite, apply_updates,
-        chain, clip_by_global_norm, decay_mask, identity, lamb, lion, masked, multi_steps,
-        multi_transform, rmsprop, scale, scale_by_schedule, set_to_zero, sgd,
+        adabelief, adafactor, adagrad, adam, adamw, add_decayed_weights, apply_if_finite,
+        apply_updates, chain, clip_by_global_norm, decay_mask, identity, lamb, lion, masked,
+        multi_steps, multi_transform, rmsprop, scale, scale_by_schedule, set_to_zero, sgd,
         GradientTransformation, OptimError,
     };
     pub use crate::scan::{stack_batches, SelectStep, Stacked};

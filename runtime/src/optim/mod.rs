@@ -53,7 +53,8 @@
 //!   that an earlier transformation rewrote is copied into a fresh buffer on
 //!   the device (through dfdx's SGD kernel as an exact copy).
 //! - Checkpoint keys: `{prefix}count`, `{prefix}mu.<leaf>`,
-//!   `{prefix}nu.<leaf>` (`trace.` for sgd; `nu.`, `mu.`, `trace.` for rmsprop), chain
+//!   `{prefix}nu.<leaf>` (`trace.` for sgd; `nu.`, `mu.`, `trace.` for rmsprop;
+//!   `v_row.`, `v_col.` or `v.` for adafactor), chain
 //!   members under `{prefix}<i>.`, `multi_steps` under `{prefix}mini_step`,
 //!   `{prefix}gradient_step`, `{prefix}acc_grads.<leaf>`, `{prefix}inner.`.
 //!   `<leaf>` is dfdx's dotted tensor name; tensors keep the parameter's
@@ -82,6 +83,7 @@
 //! ```
 
 mod adabelief;
+mod adafactor;
 mod adagrad;
 mod adam;
 mod apply_if_finite;
@@ -100,6 +102,7 @@ mod sgd;
 mod transforms;
 
 pub use adabelief::{adabelief, AdaBelief, AdaBeliefState};
+pub use adafactor::{adafactor, Adafactor, AdafactorState};
 pub use adagrad::{adagrad, Adagrad, AdagradState};
 pub use adam::{adam, adamw, Adam, AdamState};
 pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
