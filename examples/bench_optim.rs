@@ -2,7 +2,8 @@
 //! (Optax's arithmetic, and `pytorch_arithmetic(true)`, i.e. dfdx's kernel)
 //! versus dfdx's `Adam`, `rmsprop` with Optax's `centered`, `momentum`
 //! and `nesterov`, `apply_if_finite(adam)`, `adagrad`, `lion`, `adabelief`,
-//! `lamb` (with a masked weight decay) and Optax's masked-decay idiom
+//! `lamb` (with a masked weight decay), `adafactor` (Optax's defaults:
+//! `dense_0.kernel`'s second moment factored) and Optax's masked-decay idiom
 //! `chain((masked(add_decayed_weights), adam))`. Prints one JSON line.
 //!
 //! The parameters are raw tensors with the seed CNN's shapes (conv 1→32 3x3,
@@ -15,8 +16,8 @@ use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
 use flaxen::runtime::dfdx::prelude::*;
 use flaxen::runtime::optim::{
-    adabelief, adagrad, adam, add_decayed_weights, apply_if_finite, apply_updates, chain,
-    decay_mask, lamb, lion, masked, rmsprop, GradientTransformation,
+    adabelief, adafactor, adagrad, adam, add_decayed_weights, apply_if_finite, apply_updates,
+    chain, decay_mask, lamb, lion, masked, rmsprop, GradientTransformation,
 };
 use std::time::Instant;
 
@@ -161,6 +162,7 @@ fn main() {
     let mut belief = ours.clone();
     let mut la = ours.clone();
     let mut md = ours.clone();
+    let mut af = ours.clone();
     let mut grads = random_grads(&ours, &dev);
     let mut grads_two = random_grads(&two_step, &dev);
     let grads_theirs = random_grads(&theirs, &dev);
@@ -172,6 +174,7 @@ fn main() {
     let mut grads_belief = random_grads(&belief, &dev);
     let mut grads_la = random_grads(&la, &dev);
     let mut grads_md = random_grads(&md, &dev);
+    let mut grads_af = random_grads(&af, &dev);
 
     let tx = adam(1e-3);
     let mut state = tx.init_model(&ours).unwrap();
@@ -192,12 +195,15 @@ fn main() {
     let mut state_la = tx_la.try_init_model(&la).unwrap();
     let tx_md = chain((masked(add_decayed_weights(1e-4), decay_mask), adam(1e-3)));
     let mut state_md = tx_md.try_init_model(&md).unwrap();
+    let tx_af = adafactor(1e-2);
+    let mut state_af = tx_af.init_model(&af).unwrap();
     let mut opt = Adam::new(&theirs, AdamConfig::default());
 
     let (mut t_ours, mut t_theirs, mut t_two) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_pt, mut t_rms, mut t_fin) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_ada, mut t_li) = (Vec::new(), Vec::new());
     let (mut t_belief, mut t_la, mut t_md) = (Vec::new(), Vec::new(), Vec::new());
+    let mut t_af = Vec::new();
     for i in 0..iters + 3 {
         // Interleaved, so that all three see the same machine load.
         // flaxen as TrainState runs it: apply_model (fused, in place).
@@ -248,7 +254,11 @@ fn main() {
         let t = Instant::now();
         grads_md = tx_md.apply_model(&mut state_md, grads_md, &mut md).unwrap();
         let l = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        grads_af = tx_af.apply_model(&mut state_af, grads_af, &mut af).unwrap();
+        let m = t.elapsed().as_secs_f64();
         if i >= 3 {
+            t_af.push(m * 1e3);
             t_belief.push(j * 1e3);
             t_la.push(k * 1e3);
             t_md.push(l * 1e3);
@@ -266,8 +276,9 @@ fn main() {
     let (d, e, f) = (median(t_pt), median(t_rms), median(t_fin));
     let (g, h) = (median(t_ada), median(t_li));
     let (j, k, l) = (median(t_belief), median(t_la), median(t_md));
+    let m = median(t_af);
     println!(
-        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3},\"flaxen_apply_if_finite_adam_ms\":{f:.3},\"flaxen_adagrad_ms\":{g:.3},\"flaxen_lion_ms\":{h:.3},\"flaxen_adabelief_ms\":{j:.3},\"flaxen_lamb_masked_decay_ms\":{k:.3},\"flaxen_masked_decay_then_adam_ms\":{l:.3}}}",
+        "{{\"bench\":\"optim_update\",\"params\":{n},\"iters\":{iters},\"flaxen_adam_ms\":{a:.3},\"dfdx_adam_ms\":{b:.3},\"ratio\":{:.3},\"flaxen_adam_update_then_apply_ms\":{c:.3},\"ratio_update_then_apply\":{:.3},\"flaxen_adam_pytorch_arithmetic_ms\":{d:.3},\"flaxen_rmsprop_centered_nesterov_ms\":{e:.3},\"flaxen_apply_if_finite_adam_ms\":{f:.3},\"flaxen_adagrad_ms\":{g:.3},\"flaxen_lion_ms\":{h:.3},\"flaxen_adabelief_ms\":{j:.3},\"flaxen_lamb_masked_decay_ms\":{k:.3},\"flaxen_masked_decay_then_adam_ms\":{l:.3},\"flaxen_adafactor_ms\":{m:.3}}}",
         a / b,
         c / b
     );
