@@ -30,6 +30,7 @@
 //! done
 //! ```
 
+use flaxen::dfdx::losses::cross_entropy_with_logits_loss;
 use flaxen::dfdx::optim::{Adam, AdamConfig, Optimizer};
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{self, AvgPool2D, Flatten2D};

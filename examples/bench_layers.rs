@@ -34,8 +34,11 @@ mod rnn;
 #[path = "bench/attention.rs"]
 mod text;
 
+use flaxen::dfdx::losses::cross_entropy_with_logits_loss;
+use flaxen::dfdx::optim::Optimizer;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
+use flaxen::runtime::layers::builder::Conv2D;
 use flaxen::runtime::layers::builder::Dense;
 use flaxen::runtime::layers::{AvgPool2D, Flatten2D, NoInputGrad, Relu};
 

@@ -30,8 +30,8 @@
 
 use std::time::Instant;
 
+use flaxen::dfdx::shapes::Rank5;
 use flaxen::prelude::*;
-use flaxen::runtime::layers::NoInputGrad;
 use flaxen::runtime::optim::Adam;
 
 /// Conv 32 3×3 SAME → relu → avg_pool 2/2 → flatten → Dense 10.

@@ -369,12 +369,85 @@ pub use flaxen_runtime as runtime;
 pub use flaxen_runtime::dfdx;
 pub use flaxen_runtime::interop;
 
-/// Everything needed to write and train a model: dfdx's prelude, the runtime
-/// and the macros.
+/// What a program that defines, trains and saves a model needs in scope.
+///
+/// ```
+/// use flaxen::prelude::*;
+/// ```
+///
+/// The list is deliberate, in four parts:
+///
+/// - **The DSL:** [`compact`] and [`scan`]. (`Input<..>`, `Tokens<..>`,
+///   `Mask<..>` and `Param<..>` are syntax that `#[compact]` reads, not
+///   Rust items, so nothing is imported for them.)
+/// - **Tensors and devices** from dfdx: [`Tensor`](dfdx::tensor::Tensor),
+///   the shapes `Rank0`–`Rank4`, [`Const`](dfdx::shapes::Const) and the
+///   shape traits, the devices ([`AutoDevice`](dfdx::tensor::AutoDevice),
+///   [`Cpu`](dfdx::tensor::Cpu), `Cuda` with the `cuda` feature), the tape
+///   types, the traits whose methods a training program calls (building a
+///   module, `forward`/`forward_mut`, creating and reading tensors,
+///   `trace`/`backward`, reductions, reshapes, `zero_grads`,
+///   `num_trainable_params`, safetensors save/load).
+/// - **Training:** [`TrainState`](runtime::train_state::TrainState) and
+///   [`Loss`](runtime::train_state::Loss), the Optax-style optimizers and
+///   schedules, the losses, [`Metrics`](runtime::metrics::Metrics), and
+///   [`NoInputGrad`](runtime::layers::NoInputGrad), which tells a model
+///   that its input needs no gradient.
+/// - **Data, checkpoints, logging:** the loader, checkpoints, the metrics
+///   logger and progress bar, the NaN/Inf guard, and their error types.
+///
+/// Not in it, on purpose: dfdx's own optimizers and layer builders (use
+/// [`flaxen::dfdx`](dfdx) for them, so `Adam` and [`adam`](runtime::optim::adam)
+/// never meet in one scope), flaxen's kernels and layer modules
+/// ([`flaxen::runtime::layers`](runtime::layers)), the embedded data set
+/// ([`flaxen::runtime::data::digits`](runtime::data::digits)) and the
+/// items generated code uses.
 pub mod prelude {
     pub use flaxen_macros::{compact, scan};
-    pub use flaxen_runtime::dfdx::prelude::*;
-    pub use flaxen_runtime::prelude::*;
+
+    pub use flaxen_runtime::dfdx::nn::{
+        BuildModule, BuildOnDevice, DeviceBuildExt, LoadFromSafetensors, Module, ModuleMut,
+        NumParams, ResetParams, SaveToSafetensors, TensorCollection, ToDevice, ToDtype, ZeroGrads,
+    };
+    pub use flaxen_runtime::dfdx::shapes::{
+        Axis, Const, ConstShape, Dim, Dtype, HasShape, Rank0, Rank1, Rank2, Rank3, Rank4, Shape,
+    };
+    #[cfg(feature = "cuda")]
+    pub use flaxen_runtime::dfdx::tensor::Cuda;
+    pub use flaxen_runtime::dfdx::tensor::{
+        AsArray, AutoDevice, Cpu, Gradients, HasErr, NoneTape, OnesTensor, OwnedTape, PutTape,
+        SampleTensor, Tape, Tensor, TensorFrom, TensorFromVec, Trace, WithEmptyTape, ZerosTensor,
+    };
+    pub use flaxen_runtime::dfdx::tensor_ops::{
+        Backward, BroadcastTo, Device, MaxTo, MeanTo, PermuteTo, ReshapeTo, SelectTo, SumTo,
+        TryMatMul,
+    };
+
+    pub use flaxen_runtime::checkpoint::{Checkpoint, CheckpointError, CheckpointManager};
+    pub use flaxen_runtime::data::{
+        ArrayDataset, DataError, Dataset, Loader, LoaderConfig, LoaderState,
+    };
+    pub use flaxen_runtime::guard::{check_finite, GuardError};
+    pub use flaxen_runtime::layers::NoInputGrad;
+    pub use flaxen_runtime::logging::{LoggingError, MetricsLogger, Progress};
+    pub use flaxen_runtime::losses::{
+        mse, sigmoid_binary_cross_entropy, softmax_cross_entropy,
+        softmax_cross_entropy_with_integer_labels, squared_error,
+    };
+    pub use flaxen_runtime::metrics::Metrics;
+    pub use flaxen_runtime::optim::{
+        adabelief, adafactor, adagrad, adam, adamw, add_decayed_weights, apply_if_finite,
+        apply_updates, chain, clip_by_global_norm, decay_mask, identity, lamb, lion, masked,
+        multi_steps, multi_transform, rmsprop, scale, scale_by_schedule, set_to_zero, sgd,
+        GradientTransformation, OptimError,
+    };
+    pub use flaxen_runtime::scan::stack_batches;
+    pub use flaxen_runtime::schedule::{
+        constant, cosine_decay, exponential_decay, linear, piecewise_constant, warmup_cosine_decay,
+        Schedule,
+    };
+    pub use flaxen_runtime::state::{StateDict, StateError, StateMap};
+    pub use flaxen_runtime::train_state::{Loss, TrainState};
 }
 
 /// The profiling guide, `docs/profiling.md`, whose examples run as

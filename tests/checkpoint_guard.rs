@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::prelude::*;
 use flaxen::runtime::checkpoint::{Checkpoint, CheckpointError, CheckpointManager};
 use flaxen::runtime::data::{ArrayDataset, Loader, LoaderConfig};

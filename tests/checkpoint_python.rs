@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::prelude::*;
 use flaxen::runtime::checkpoint::Checkpoint;
 use flaxen::runtime::data::{digits, Loader, LoaderConfig};

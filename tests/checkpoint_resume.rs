@@ -3,6 +3,9 @@
 //! and data order are the whole training state).
 
 use flaxen::dfdx::data::OneHotEncode;
+use flaxen::dfdx::losses::cross_entropy_with_logits_loss;
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::dfdx::optim::{Optimizer, Sgd, SgdConfig};
 use flaxen::prelude::*;
 use flaxen::runtime::checkpoint::{Checkpoint, CheckpointManager};

@@ -2,6 +2,9 @@
 //! equality with the same model written by hand from the runtime layers
 //! (outputs and gradients), and Flax parity through safetensors keys.
 
+use flaxen::dfdx::losses::cross_entropy_with_logits_loss;
+use flaxen::dfdx::nn::builders::ReLU;
+use flaxen::dfdx::tensor_ops::RealizeTo;
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{self, AvgPool2D, Flatten2D};
 

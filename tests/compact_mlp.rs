@@ -1,6 +1,7 @@
 //! `#[compact]` MLPs: build, shapes, parameter count, keys, forward with and
 //! without a tape, `Const` and `usize` batch.
 
+use flaxen::dfdx::tensor_ops::RealizeTo;
 use flaxen::prelude::*;
 
 /// A two-layer MLP.
@@ -290,7 +291,6 @@ impl MixedImage {
 #[test]
 fn half_precision_of_the_newer_layers() {
     use flaxen::dfdx::dtypes::{f16, AMP};
-    use flaxen::dfdx::nn::ToDtype;
     fn close<E: Dtype>(what: &str, got: Vec<E>, want: &[f32]) {
         for (g, w) in got.iter().zip(want) {
             let g = g.to_f32().unwrap();

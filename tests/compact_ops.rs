@@ -2,6 +2,7 @@
 //! from the end, as Flax code writes `axis=-1`), against the same dfdx ops
 //! written by hand: values and gradients, `Const` and `usize` batch.
 
+use flaxen::dfdx::shapes::Axes2;
 use flaxen::prelude::*;
 
 /// Global average pooling, ResNet-style: conv, mean over height and width.

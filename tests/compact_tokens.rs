@@ -3,6 +3,7 @@
 //! `combine_masks`, `x[i]` and `swapaxes`, built and run forward and
 //! backward on the Cpu.
 
+use flaxen::dfdx::tensor_ops::TryGe;
 use flaxen::prelude::*;
 
 /// A text classifier: the padding mask comes in beside the tokens.

@@ -1,5 +1,6 @@
 //! The loader: seeded order, batching, stacking, errors and resumable state.
 
+use flaxen::dfdx::shapes::Rank5;
 use flaxen::prelude::*;
 use flaxen::runtime::data::{ArrayDataset, DataError, Dataset, Loader, LoaderConfig};
 use flaxen::runtime::state::{StateDict, StateError, StateMap};

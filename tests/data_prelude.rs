@@ -1,7 +1,10 @@
 //! The data, checkpoint, logging and guard pieces used together through
 //! `flaxen::prelude` alone, the way the `train` example uses them.
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::shapes::Rank5;
 use flaxen::prelude::*;
+use flaxen::runtime::data::digits;
 
 #[test]
 fn a_short_run_with_every_piece() {

@@ -7,6 +7,9 @@
 #[macro_use]
 mod geometries;
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::UnbiasedLinear;
+use flaxen::dfdx::shapes::Axes4;
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, composite, conv_out_size, AvgPool2D, MaxPool2D, PoolKind};
 
@@ -219,7 +222,6 @@ fn pool_geometry() -> flaxen::runtime::layers::Window2D {
 /// gradients match the plain call's, and the input gets none.
 #[test]
 fn no_input_grad_keeps_parameter_gradients() {
-    use flaxen::runtime::layers::NoInputGrad;
     type L = builder::Conv2D<2, 3, 3, 3, 2, 1, 1, 1, 0, 2, 7, 6, 4, 6>;
     let dev: Cpu = Default::default();
     let conv = dev.build_module::<L, f64>();

@@ -1,5 +1,7 @@
 //! The NaN/Inf guard names the first bad parameter or gradient and the step.
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::prelude::*;
 use flaxen::runtime::guard::{check_finite, GuardError, TensorKind};
 

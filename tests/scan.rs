@@ -2,6 +2,7 @@
 //! parameters and losses as K plain calls on the same batches.
 
 use flaxen::prelude::*;
+use flaxen::runtime::scan::Stacked;
 
 #[path = "common/mlp_adam.rs"]
 mod mlp_adam;

@@ -3,6 +3,7 @@
 //! image holds a bright 3×3 blob. Chance is log(4) ≈ 1.386; the mean loss of
 //! the last 5 steps must be at least 5× below that of the first 5.
 
+use flaxen::dfdx::shapes::Rank5;
 use flaxen::prelude::*;
 
 pub struct SeedCnn;

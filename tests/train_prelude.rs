@@ -2,6 +2,8 @@
 //! every optimizer, schedule, loss and metric name resolves without clashing
 //! with dfdx's prelude.
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::prelude::*;
 
 type Mlp = (Linear<6, 16>, ReLU, Linear<16, 3>);

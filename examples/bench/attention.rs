@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use flaxen::dfdx::optim::Optimizer;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, AttentionMask};

@@ -9,6 +9,8 @@
 
 use std::time::Instant;
 
+use flaxen::dfdx::losses::cross_entropy_with_logits_loss;
+use flaxen::dfdx::optim::Optimizer;
 use flaxen::dfdx::optim::{Adam, AdamConfig};
 use flaxen::prelude::*;
 use flaxen::runtime::layers::builder::{Dense, LstmCell, Rnn};

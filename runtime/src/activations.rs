@@ -7,15 +7,10 @@
 //! A tensor used twice goes once with an empty tape and the ops merge the
 //! tapes back, the idiom dfdx's `Residual` uses for a reused input.
 
+use crate::dtype::scalar;
 use dfdx::prelude::{
     Device, Dtype, NoneTape, Shape, Tape, Tensor, TryAdd, TryMul, TrySub, WithEmptyTape,
 };
-
-/// `E` from an `f64` constant (every dfdx dtype converts; an out-of-range
-/// value saturates to the default rather than panicking).
-fn c<E: Dtype>(v: f64) -> E {
-    E::from_f64(v).unwrap_or_default()
-}
 
 /// `silu(x) = x * sigmoid(x)` (Flax's `nn.silu`, also called swish).
 ///
@@ -69,9 +64,9 @@ pub fn try_gelu_exact<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
         t: Tensor<S, E, D, T>,
     ) -> Result<Tensor<S, E, D, T>, D::Err> {
         t.try_square()?
-            .try_mul(c::<E>(-0.5))?
+            .try_mul(scalar::<E>(-0.5))?
             .try_exp()?
-            .try_mul(c::<E>(1.0 / (2.0 * std::f64::consts::PI).sqrt()))
+            .try_mul(scalar::<E>(1.0 / (2.0 * std::f64::consts::PI).sqrt()))
     }
     // Computed twice rather than copied: dfdx's binary ops need two tensors
     // with distinct ids. The same ops on the same values give the same bits.
@@ -79,7 +74,7 @@ pub fn try_gelu_exact<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     let off_tape = density(x.retaped::<NoneTape>())?;
     let correction = on_tape
         .try_sub(off_tape)?
-        .try_mul(c::<E>(std::f64::consts::SQRT_2 - 1.0))?;
+        .try_mul(scalar::<E>(std::f64::consts::SQRT_2 - 1.0))?;
     x.try_accurate_gelu()?.try_add(correction)
 }
 
@@ -118,7 +113,7 @@ pub fn try_leaky_relu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
         .with_empty_tape()
         .try_negate()?
         .try_relu()?
-        .try_mul(c::<E>(negative_slope))?;
+        .try_mul(scalar::<E>(negative_slope))?;
     x.try_relu()?.try_sub(negative)
 }
 
@@ -143,8 +138,8 @@ pub fn try_elu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
         .try_relu()?
         .try_negate()?
         .try_exp()?
-        .try_sub(c::<E>(1.0))?
-        .try_mul(c::<E>(alpha))?;
+        .try_sub(scalar::<E>(1.0))?
+        .try_mul(scalar::<E>(alpha))?;
     x.try_relu()?.try_add(negative)
 }
 
@@ -164,7 +159,7 @@ pub fn try_selu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
     const ALPHA: f64 = 1.673_263_242_354_377_284_817_042_991_671_7;
     const SCALE: f64 = 1.050_700_987_355_480_493_419_334_985_294_6;
-    try_elu(x, ALPHA)?.try_mul(c::<E>(SCALE))
+    try_elu(x, ALPHA)?.try_mul(scalar::<E>(SCALE))
 }
 
 /// Flax's `nn.softplus`: `log(1 + exp(x))`, computed as
@@ -187,7 +182,7 @@ pub fn try_softplus<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
         .try_abs()?
         .try_negate()?
         .try_exp()?
-        .try_add(c::<E>(1.0))?
+        .try_add(scalar::<E>(1.0))?
         .try_ln()?;
     x.try_relu()?.try_add(tail)
 }
@@ -215,11 +210,11 @@ fn clip<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     lo: f64,
     hi: f64,
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
-    let above_hi = x.with_empty_tape().try_sub(c::<E>(hi))?.try_relu()?;
-    x.try_sub(c::<E>(lo))?
+    let above_hi = x.with_empty_tape().try_sub(scalar::<E>(hi))?.try_relu()?;
+    x.try_sub(scalar::<E>(lo))?
         .try_relu()?
         .try_sub(above_hi)?
-        .try_add(c::<E>(lo))
+        .try_add(scalar::<E>(lo))
 }
 
 /// Flax's `nn.relu6`: `min(max(x, 0), 6)`.
@@ -264,7 +259,7 @@ pub fn try_hard_tanh<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 pub fn try_hard_sigmoid<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: Tensor<S, E, D, T>,
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
-    try_relu6(x.try_add(c::<E>(3.0))?)?.try_mul(c::<E>(1.0 / 6.0))
+    try_relu6(x.try_add(scalar::<E>(3.0))?)?.try_mul(scalar::<E>(1.0 / 6.0))
 }
 
 /// Flax's `nn.hard_silu` (also `hard_swish`): `x * hard_sigmoid(x)`.

@@ -64,23 +64,7 @@ pub trait ParamDtype: Dtype + num_traits::Float + rand_distr::uniform::SampleUni
 
 impl<E: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform> ParamDtype for E {}
 
-/// A float literal of the model source as the model's dtype (`x * 0.5`).
-///
-/// ```
-/// assert_eq!(flaxen_runtime::compact::scalar::<f32>(0.5), 0.5f32);
-/// ```
-pub fn scalar<E: Dtype>(value: f64) -> E {
-    // Every dfdx dtype is `FromPrimitive`; `None` only for out-of-range
-    // values of a narrow type, where the saturated value is what a user of
-    // `x * 1e9` in f16 would get from a cast too.
-    E::from_f64(value).unwrap_or_else(|| {
-        if value > 0.0 {
-            E::from_f32(f32::MAX).unwrap_or_default()
-        } else {
-            E::from_f32(f32::MIN).unwrap_or_default()
-        }
-    })
-}
+pub use crate::dtype::scalar;
 
 /// `[batch]` copies of `index`: what `x[i]` in a model selects with, the
 /// same element of every example.
@@ -93,6 +77,7 @@ pub fn scalar<E: Dtype>(value: f64) -> E {
 /// let i = same_index(&dev, 3usize, 2).unwrap();
 /// assert_eq!(i.as_vec(), [2, 2, 2]);
 /// ```
+#[doc(hidden)]
 pub fn same_index<B: dfdx::shapes::Dim, D: dfdx::tensor::TensorFromVec<usize>>(
     dev: &D,
     batch: B,

@@ -255,6 +255,7 @@ fn to_array<T, const K: usize>(v: Vec<T>) -> [T; K] {
 
 /// Stacks the K per-step losses into one `[K]` tensor that stays on the
 /// device. Called by the code `scan!` generates.
+#[doc(hidden)]
 pub fn stack_losses<E: Dtype, D: Device<E>, const K: usize>(
     losses: [Tensor<Rank0, E, D>; K],
 ) -> Tensor<Rank1<K>, E, D> {
@@ -264,6 +265,7 @@ pub fn stack_losses<E: Dtype, D: Device<E>, const K: usize>(
 /// The rolled form used by `scan!` when K is a `const` item rather than a
 /// literal (the macro cannot read the item's value): the loop bound is the
 /// compile-time constant `K`, so the calls are the same K sequential steps.
+#[doc(hidden)]
 pub fn scan_const<const K: usize, St, B, F, E, D>(
     mut step: F,
     mut state: St,

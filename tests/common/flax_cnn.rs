@@ -117,7 +117,8 @@ macro_rules! small_cnn_on {
             let f = flax_cnn::fixture();
             assert_eq!(f.k_steps, 5);
             let state = cnn_init(dev, &f);
-            let xs: Tensor<Rank5<5, 4, 1, 8, 8>, f32, $dev> = dev.tensor(f.xs.data.clone());
+            let xs: Tensor<flaxen::dfdx::shapes::Rank5<5, 4, 1, 8, 8>, f32, $dev> =
+                dev.tensor(f.xs.data.clone());
             let ys: Tensor<Rank2<5, 4>, usize, $dev> = dev.tensor(f.labels.concat());
             let (state, losses) = scan!(5, cnn_step, state, (xs, ys));
 

@@ -6,8 +6,11 @@
 //! device, so a seed means the same numbers everywhere.
 #![allow(dead_code)]
 
+use flaxen::dfdx::nn::builders::Linear;
+use flaxen::dfdx::nn::builders::ReLU;
 use flaxen::dfdx::nn::ToDevice;
-use flaxen::dfdx::optim::{Adam, AdamConfig};
+use flaxen::dfdx::optim::{Adam, AdamConfig, Optimizer};
+use flaxen::dfdx::tensor::TensorToArray;
 use flaxen::prelude::*;
 
 pub type Mlp = (Linear<6, 16>, ReLU, Linear<16, 3>);

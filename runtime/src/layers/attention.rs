@@ -2,6 +2,7 @@
 //! its `SelfAttention`, with Flax's masking and attention dropout, as a
 //! dfdx module.
 
+use crate::dtype::scalar;
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, ModuleMut, ModuleVisitor};
 use dfdx::prelude::*;
 
@@ -175,7 +176,7 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         let (b, nq, _) = *q_in.shape();
         let nk = kv_in.shape().1;
         let dh = Self::HEAD_FEATURES;
-        let scale = E::from_f64(1.0 / (dh as f64).sqrt()).unwrap_or_else(E::one);
+        let scale = scalar::<E>(1.0 / (dh as f64).sqrt());
         // One tape for both inputs: the key and value projections record
         // their gradients even when the keys' input came without a tape.
         let (q_in, tape) = q_in.split_tape();

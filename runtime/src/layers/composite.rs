@@ -8,6 +8,7 @@
 //! `-inf` for max pooling) that the im2col gather index points at for every
 //! window cell outside the input; this avoids a pad op, which dfdx lacks.
 
+use crate::dtype::scalar;
 use dfdx::prelude::*;
 
 use super::{ConvGeometry, PoolKind, Window2D};
@@ -64,10 +65,6 @@ fn repeat_rows(row: &[usize], rows: usize) -> Vec<usize> {
         out.extend_from_slice(row);
     }
     out
-}
-
-fn float<E: Dtype>(v: f64) -> E {
-    E::from_f64(v).expect("flaxen layers need a floating-point dtype")
 }
 
 /// 2-D convolution of NCHW `x` with an OIHW `weight` plus `bias`, from
@@ -379,7 +376,7 @@ where
     let x = x.try_reshape_like(&(planes, plane))?;
     let pad_value = match kind {
         PoolKind::Avg => E::default(),
-        PoolKind::Max => float(f64::NEG_INFINITY),
+        PoolKind::Max => scalar(f64::NEG_INFINITY),
     };
     let pad: Tensor<(usize, usize), E, D> =
         dev.try_tensor_from_vec(vec![pad_value; planes], (planes, 1))?;
@@ -391,7 +388,7 @@ where
     let y: Tensor<(usize, usize), E, D, T> = match kind {
         PoolKind::Avg => cols
             .try_sum::<_, Axis<2>>()?
-            .try_mul(float::<E>(1.0 / cells as f64))?,
+            .try_mul(scalar::<E>(1.0 / cells as f64))?,
         PoolKind::Max => cols.try_max::<_, Axis<2>>()?,
     };
     y.try_reshape_like(&y_shape)

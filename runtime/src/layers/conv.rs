@@ -10,6 +10,7 @@
 //! working. [`conv_layers!`] writes the types and parameter impls that the
 //! general and the transposed convolutions share.
 
+use crate::dtype::scalar;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -201,7 +202,7 @@ impl<E: dfdx::dtypes::Dtype> Distribution<E> for LecunNormal {
             }
         };
         let std = (1.0 / self.fan_in.max(1) as f64).sqrt() / TRUNCATED_STD;
-        E::from_f64(z * std).unwrap_or_default()
+        scalar::<E>(z * std)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`Embed`]: Flax's `nn.Embed`, token ids to feature vectors.
 
+use crate::dtype::scalar;
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, ModuleVisitor, NonMutableModule};
 use dfdx::prelude::*;
 use dfdx::tensor::CpuError;
@@ -53,7 +54,7 @@ struct EmbedInit {
 impl<E: Dtype> Distribution<E> for EmbedInit {
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> E {
         let z: f64 = StandardNormal.sample(rng);
-        E::from_f64(z / (self.features.max(1) as f64).sqrt()).unwrap_or_default()
+        scalar::<E>(z / (self.features.max(1) as f64).sqrt())
     }
 }
 

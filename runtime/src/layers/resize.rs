@@ -16,6 +16,7 @@
 //! other devices run [`try_resize2d`]: two `matmul`s with the dense
 //! matrices.
 
+use crate::dtype::scalar;
 use core::marker::PhantomData;
 
 use dfdx::nn::{Module, NonMutableModule, ZeroSizedModule};
@@ -282,7 +283,7 @@ where
         let mut mt = Vec::with_capacity(m.len());
         for i in 0..input {
             for o in 0..output {
-                mt.push(E::from_f64(m[o * input + i]).unwrap_or_default());
+                mt.push(scalar::<E>(m[o * input + i]));
             }
         }
         dev.try_tensor_from_vec(mt, (input, output))

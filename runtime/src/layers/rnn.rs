@@ -20,6 +20,7 @@
 //! the recurrent products and the elementwise gate arithmetic.
 //! `examples/bench_layers.rs` measures it.
 
+use crate::dtype::scalar;
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
 use dfdx::prelude::*;
 use rand::Rng;
@@ -466,7 +467,7 @@ struct Normal01;
 impl<E: Dtype> Distribution<E> for Normal01 {
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> E {
         let z: f64 = StandardNormal.sample(rng);
-        E::from_f64(z).unwrap_or_default()
+        scalar::<E>(z)
     }
 }
 
@@ -502,10 +503,7 @@ fn orthogonal<const H: usize, E: Dtype, D: Device<E>>(
             };
         }
     }
-    let a: Vec<E> = a
-        .into_iter()
-        .map(|v| E::from_f64(v).unwrap_or_default())
-        .collect();
+    let a: Vec<E> = a.into_iter().map(|v| scalar::<E>(v)).collect();
     t.copy_from(&a);
     Ok(())
 }

@@ -17,12 +17,12 @@
 //! ```
 
 mod jsonl;
-mod metrics;
+mod logger;
 mod progress;
 pub mod tensorboard;
 
 pub use jsonl::JsonlWriter;
-pub use metrics::MetricsLogger;
+pub use logger::MetricsLogger;
 pub use progress::Progress;
 pub use tensorboard::EventWriter;
 

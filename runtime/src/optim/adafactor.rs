@@ -1,12 +1,13 @@
 //! `adafactor` (Optax `adafactor`: `scale_by_factored_rms`,
 //! `clip_by_block_rms`, the learning rate, `scale_by_param_block_rms`).
 
+use crate::dtype::scalar;
 use std::sync::Arc;
 
 use dfdx::prelude::{Axis, Dtype, HasShape, ReshapeTo, Storage, Tensor};
 use dfdx::tensor_ops::{BroadcastTo, Device, SumTo, TryAdd, TryDiv, TryMul};
 
-use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
+use super::saved::{load_count, load_counter, lookup, save_count, save_counter};
 use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{HostTensor, StateDict, StateError, StateMap};
@@ -342,7 +343,7 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adafa
         let decay = 1.0f32 - t.powf(-(self.decay_rate as f32));
         let keep = 1.0f32 - decay;
         state.count += 1;
-        let cast = |x: f64| E::from_f64(x).unwrap_or_default();
+        let cast = scalar::<E>;
         let (decay, keep) = (cast(decay as f64), cast(keep as f64));
         for (i, moments) in state.moments.iter_mut().enumerate() {
             let g = updates.take(i, params)?;

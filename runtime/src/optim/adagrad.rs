@@ -1,14 +1,15 @@
 //! `adagrad` (Optax `adagrad`).
 
+use crate::dtype::scalar;
 use std::sync::Arc;
 
 use dfdx::prelude::{Dtype, HasShape, Storage};
 use dfdx::tensor_ops::{Device, TryAdd, TryMul};
 
-use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
+use super::saved::{load_count, load_counter, load_leaves, save_count, save_counter, save_leaves};
 use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
 use crate::schedule::Schedule;
-use crate::state::{HostTensor, StateDict, StateError, StateMap};
+use crate::state::{StateDict, StateError, StateMap};
 
 /// Adagrad as Optax's `adagrad(learning_rate, initial_accumulator_value=0.1,
 /// eps=1e-7)`: `sum_of_squares += g²`, `updates = -lr * g /
@@ -113,7 +114,7 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adagr
     type State = AdagradState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
-        let init = E::from_f64(self.initial_accumulator_value).unwrap_or_default();
+        let init = scalar::<E>(self.initial_accumulator_value);
         let mut sum_of_squares = Vec::with_capacity(params.len());
         for p in params.leaves() {
             sum_of_squares.push(p.device().try_ones_like(p.shape())?.try_mul(init)?);
@@ -133,7 +134,7 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adagr
     ) -> Result<(), D::Err> {
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
-        let cast = |x: f64| E::from_f64(x).unwrap_or_default();
+        let cast = scalar::<E>;
         for (i, sos) in state.sum_of_squares.iter_mut().enumerate() {
             let g = updates.take(i, params)?;
             // Optax's order: `g² + t`, `rsqrt(t + eps) * g`, `* -lr`.
@@ -152,25 +153,24 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adagr
 impl<E: Dtype, D: Device<E>> StateDict<E> for AdagradState<E, D> {
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
         save_count(format!("{prefix}count"), self.count, out);
-        for (i, s) in self.sum_of_squares.iter().enumerate() {
-            out.insert(
-                format!("{prefix}sum_of_squares.{}", self.info.names[i]),
-                HostTensor {
-                    shape: self.info.shapes[i].clone(),
-                    data: s.as_vec(),
-                },
-            );
-        }
+        save_leaves(
+            prefix,
+            "sum_of_squares",
+            &self.sum_of_squares,
+            &self.info,
+            out,
+        );
     }
 
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         let count = load_count(&format!("{prefix}count"), src)?;
-        let mut fresh = Vec::with_capacity(self.sum_of_squares.len());
-        for (i, s) in self.sum_of_squares.iter().enumerate() {
-            let key = format!("{prefix}sum_of_squares.{}", self.info.names[i]);
-            let host = lookup(src, &key, &self.info.shapes[i])?;
-            fresh.push(s.device().tensor_from_vec(host.data.clone(), *s.shape()));
-        }
+        let fresh = load_leaves(
+            prefix,
+            "sum_of_squares",
+            &self.sum_of_squares,
+            &self.info,
+            src,
+        )?;
         (self.count, self.sum_of_squares) = (count, fresh);
         Ok(())
     }

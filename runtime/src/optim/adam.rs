@@ -4,8 +4,9 @@ use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{AdamConfig, Device, SgdConfig, WeightDecay};
 
 use super::exact::{on_host, run_on_host, AdamConsts};
-use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
+use super::fused::{Buffers, Kernel};
 use super::masked::Mask;
+use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{apply_updates, GradientTransformation, LeafInfo, OptimError, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};

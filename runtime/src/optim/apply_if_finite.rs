@@ -4,7 +4,7 @@
 use dfdx::prelude::{Dtype, Gradients, HasShape, Rank0, SumTo, TensorCollection};
 use dfdx::tensor_ops::{Device, TryAdd, TryMul};
 
-use super::fused::{load_count, load_counter, save_count, save_counter};
+use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
 use crate::state::{StateDict, StateError, StateMap};
 

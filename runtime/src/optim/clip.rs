@@ -1,5 +1,6 @@
 //! `clip_by_global_norm` (Optax), entirely on the device.
 
+use crate::dtype::scalar;
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
@@ -58,7 +59,7 @@ impl<E: Dtype, D: Device<E>> GradientTransformation<E, D> for ClipByGlobalNorm {
         if updates.is_empty() {
             return Ok(());
         }
-        let max = E::from_f64(self.0).expect("max_norm fits the dtype");
+        let max = scalar::<E>(self.0);
         let mut sq: Option<Tensor<Rank0, E, D>> = None;
         for i in 0..updates.len() {
             let s = updates.tensor(i, params)?.clone().try_square()?.try_sum()?;

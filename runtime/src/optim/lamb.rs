@@ -1,16 +1,17 @@
 //! `lamb` (Optax `lamb`: `scale_by_adam`, `add_decayed_weights`,
 //! `scale_by_trust_ratio`, then the learning rate).
 
+use crate::dtype::scalar;
 use std::sync::Arc;
 
 use dfdx::prelude::{Dtype, HasShape, Storage, Tensor};
 use dfdx::tensor_ops::{BroadcastTo, ChooseFrom, Device, SumTo, TryAdd, TryDiv, TryEq, TryMul};
 
-use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
 use super::masked::Mask;
+use super::saved::{load_count, load_counter, load_leaves, save_count, save_counter, save_leaves};
 use super::{GradientTransformation, Leaf, LeafInfo, OptimError, Params, Updates};
 use crate::schedule::Schedule;
-use crate::state::{HostTensor, StateDict, StateError, StateMap};
+use crate::state::{StateDict, StateError, StateMap};
 
 /// LAMB as Optax's `lamb(learning_rate, b1=0.9, b2=0.999, eps=1e-6,
 /// eps_root=0.0, weight_decay=0.0, mask=None)`, per parameter tensor:
@@ -233,7 +234,7 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lamb<
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
         let t = state.count;
-        let cast = |x: f64| E::from_f64(x).unwrap_or_default();
+        let cast = scalar::<E>;
         let back = |x: E| x.to_f64().unwrap_or(f64::NAN);
         // `1 - b^t` in the dtype: `b` rounded, its power correctly rounded,
         // and `1 - x` exact in f64 for a dtype value then rounded once.
@@ -291,30 +292,14 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lamb<
 impl<E: Dtype, D: Device<E>> StateDict<E> for LambState<E, D> {
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
         save_count(format!("{prefix}count"), self.count, out);
-        for (name, bufs) in [("mu", &self.mu), ("nu", &self.nu)] {
-            for (i, s) in bufs.iter().enumerate() {
-                out.insert(
-                    format!("{prefix}{name}.{}", self.info.names[i]),
-                    HostTensor {
-                        shape: self.info.shapes[i].clone(),
-                        data: s.as_vec(),
-                    },
-                );
-            }
-        }
+        save_leaves(prefix, "mu", &self.mu, &self.info, out);
+        save_leaves(prefix, "nu", &self.nu, &self.info, out);
     }
 
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         let count = load_count(&format!("{prefix}count"), src)?;
-        let mut fresh = [Vec::new(), Vec::new()];
-        for (f, (name, bufs)) in fresh.iter_mut().zip([("mu", &self.mu), ("nu", &self.nu)]) {
-            for (i, s) in bufs.iter().enumerate() {
-                let key = format!("{prefix}{name}.{}", self.info.names[i]);
-                let host = lookup(src, &key, &self.info.shapes[i])?;
-                f.push(s.device().tensor_from_vec(host.data.clone(), *s.shape()));
-            }
-        }
-        let [mu, nu] = fresh;
+        let mu = load_leaves(prefix, "mu", &self.mu, &self.info, src)?;
+        let nu = load_leaves(prefix, "nu", &self.nu, &self.info, src)?;
         (self.count, self.mu, self.nu) = (count, mu, nu);
         Ok(())
     }

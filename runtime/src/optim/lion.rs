@@ -1,14 +1,15 @@
 //! `lion` (Optax `lion`).
 
+use crate::dtype::scalar;
 use std::sync::Arc;
 
 use dfdx::prelude::{Dtype, HasShape, Storage};
 use dfdx::tensor_ops::{Device, TryAdd, TryMul};
 
-use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
+use super::saved::{load_count, load_counter, load_leaves, save_count, save_counter, save_leaves};
 use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
 use crate::schedule::Schedule;
-use crate::state::{HostTensor, StateDict, StateError, StateMap};
+use crate::state::{StateDict, StateError, StateMap};
 
 /// Lion as Optax's `lion(learning_rate, b1=0.9, b2=0.99,
 /// weight_decay=1e-3)`: `updates = -lr * (sign((1 - b1) g + b1 mu) + wd *
@@ -144,11 +145,11 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lion<
     ) -> Result<(), D::Err> {
         let lr = self.learning_rate.value(state.count);
         state.count += 1;
-        let cast = |x: f64| E::from_f64(x).unwrap_or_default();
+        let cast = scalar::<E>;
         // sign(x) as clamp(x * 2^100, -1, 1): exact for 0, NaN (kept, as
         // Optax) and |x| >= 2^-100 (2^-15 in f16), in two cheap unary ops
         // (dfdx has no sign op; `choose` between tensors is ~10x slower).
-        let big = Some(E::from_f64(2f64.powi(100)).unwrap_or_default())
+        let big = Some(scalar::<E>(2f64.powi(100)))
             .filter(|b| b.to_f64().is_some_and(f64::is_finite))
             .unwrap_or_else(|| cast(2f64.powi(15)));
         for (i, mu) in state.mu.iter_mut().enumerate() {
@@ -179,25 +180,12 @@ impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lion<
 impl<E: Dtype, D: Device<E>> StateDict<E> for LionState<E, D> {
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
         save_count(format!("{prefix}count"), self.count, out);
-        for (i, s) in self.mu.iter().enumerate() {
-            out.insert(
-                format!("{prefix}mu.{}", self.info.names[i]),
-                HostTensor {
-                    shape: self.info.shapes[i].clone(),
-                    data: s.as_vec(),
-                },
-            );
-        }
+        save_leaves(prefix, "mu", &self.mu, &self.info, out);
     }
 
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         let count = load_count(&format!("{prefix}count"), src)?;
-        let mut fresh = Vec::with_capacity(self.mu.len());
-        for (i, s) in self.mu.iter().enumerate() {
-            let key = format!("{prefix}mu.{}", self.info.names[i]);
-            let host = lookup(src, &key, &self.info.shapes[i])?;
-            fresh.push(s.device().tensor_from_vec(host.data.clone(), *s.shape()));
-        }
+        let fresh = load_leaves(prefix, "mu", &self.mu, &self.info, src)?;
         (self.count, self.mu) = (count, fresh);
         Ok(())
     }

@@ -91,13 +91,14 @@ mod chain;
 mod clip;
 mod exact;
 mod fused;
-pub(crate) use fused::{load_count, load_counter, save_count, save_counter};
+pub(crate) use saved::{load_count, load_counter, save_count, save_counter};
 mod lamb;
 mod leaves;
 mod lion;
 mod masked;
 mod multi_steps;
 mod rmsprop;
+mod saved;
 mod sgd;
 mod transforms;
 

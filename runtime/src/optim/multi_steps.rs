@@ -5,9 +5,9 @@ use std::sync::Arc;
 use dfdx::prelude::{Dtype, Gradients, HasShape, Storage, TensorCollection};
 use dfdx::tensor_ops::Device;
 
-use super::fused::{load_count, load_counter, lookup, save_count, save_counter};
+use super::saved::{load_count, load_counter, load_leaves, save_count, save_counter, save_leaves};
 use super::{GradientTransformation, Leaf, LeafInfo, Params, Updates};
-use crate::state::{HostTensor, StateDict, StateError, StateMap};
+use crate::state::{StateDict, StateError, StateMap};
 
 /// Accumulates the mean of `k` successive updates and applies `inner` to it
 /// on every `k`-th call; the other calls yield zero updates (Optax
@@ -192,27 +192,14 @@ impl<E: Dtype, D: Device<E>, S: StateDict<E> + Clone> StateDict<E> for MultiStep
     fn save_state(&self, prefix: &str, out: &mut StateMap<E>) {
         save_count(format!("{prefix}mini_step"), self.mini_step, out);
         save_count(format!("{prefix}gradient_step"), self.gradient_step, out);
-        for (i, a) in self.acc.iter().enumerate() {
-            out.insert(
-                format!("{prefix}acc_grads.{}", self.info.names[i]),
-                HostTensor {
-                    shape: self.info.shapes[i].clone(),
-                    data: a.as_vec(),
-                },
-            );
-        }
+        save_leaves(prefix, "acc_grads", &self.acc, &self.info, out);
         self.inner.save_state(&format!("{prefix}inner."), out);
     }
 
     fn load_state(&mut self, prefix: &str, src: &StateMap<E>) -> Result<(), StateError> {
         let mini_step = load_count(&format!("{prefix}mini_step"), src)?;
         let gradient_step = load_count(&format!("{prefix}gradient_step"), src)?;
-        let mut acc = Vec::with_capacity(self.acc.len());
-        for (i, a) in self.acc.iter().enumerate() {
-            let key = format!("{prefix}acc_grads.{}", self.info.names[i]);
-            let host = lookup(src, &key, &self.info.shapes[i])?;
-            acc.push(a.device().tensor_from_vec(host.data.clone(), *a.shape()));
-        }
+        let acc = load_leaves(prefix, "acc_grads", &self.acc, &self.info, src)?;
         let mut inner = self.inner.clone();
         inner.load_state(&format!("{prefix}inner."), src)?;
         *self = MultiStepsState {

@@ -3,7 +3,8 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig};
 
-use super::fused::{load_count, load_counter, save_count, save_counter, Buffers, Kernel};
+use super::fused::{Buffers, Kernel};
+use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};

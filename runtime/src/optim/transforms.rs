@@ -1,10 +1,11 @@
 //! Small stateless (or count-only) transformations: `identity`, `scale`,
 //! `scale_by_schedule`, `add_decayed_weights`.
 
+use crate::dtype::scalar;
 use dfdx::prelude::{Dtype, TryMul};
 use dfdx::tensor_ops::Device;
 
-use super::fused::{load_count, load_counter, save_count, save_counter};
+use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
 use crate::schedule::Schedule;
 use crate::state::{StateDict, StateError, StateMap};
@@ -89,7 +90,7 @@ pub(crate) fn scale_all<E: Dtype, D: Device<E>>(
     params: &Params<E, D>,
     factor: f64,
 ) -> Result<(), D::Err> {
-    let f = E::from_f64(factor).expect("scale factor fits the dtype");
+    let f = scalar::<E>(factor);
     for i in 0..updates.len() {
         let u = updates.take(i, params)?;
         updates.set(i, u.try_mul(f)?);

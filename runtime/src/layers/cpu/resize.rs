@@ -5,6 +5,7 @@
 //! weighted taps (the other methods: a few multiply-adds per output, the
 //! height pass as whole-row `axpy`s that vectorise).
 
+use crate::dtype::scalar;
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
@@ -42,11 +43,7 @@ impl<E: Elem> Axis<E> {
         Axis::Taps {
             start: taps.start,
             width: taps.width,
-            w: taps
-                .weights
-                .iter()
-                .map(|&v| E::from_f64(v).unwrap_or_else(E::zero))
-                .collect(),
+            w: taps.weights.iter().map(|&v| scalar::<E>(v)).collect(),
         }
     }
 
