@@ -391,3 +391,9 @@ pub mod __private {
     pub use flaxen_runtime;
     pub use flaxen_runtime::dfdx;
 }
+
+/// The language reference, `docs/language.md`, whose examples run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/language.md")]
+pub struct LanguageReference;
