@@ -5,6 +5,10 @@
 //! stable Rust, on the CPU and on dfdx's CUDA device.
 //!
 //! Start with `use flaxen::prelude::*;`.
+//!
+//! The language of `#[compact]` and `scan!` (every layer and op with its
+//! Flax arguments, shapes, names and errors) is described in full in
+//! `docs/language.md`.
 
 /// Turns a Flax `@nn.compact`-style model into a shape-checked dfdx module.
 ///
@@ -464,3 +468,9 @@ pub mod __private {
     pub use flaxen_runtime;
     pub use flaxen_runtime::dfdx;
 }
+
+/// The language reference, `docs/language.md`, whose examples run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/language.md")]
+pub struct LanguageReference;
