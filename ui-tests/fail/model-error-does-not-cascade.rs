@@ -17,6 +17,6 @@ fn main() {
     let model = dev.build_module::<Mlp, f32>();
     let x: Tensor<Rank2<2, 784>, f32, _> = dev.sample_normal();
     let y: Tensor<Rank2<2, 10>, f32, _> = model.forward(x);
-    let _loss = cross_entropy_with_logits_loss(y, dev.zeros());
+    let _loss = softmax_cross_entropy(y, dev.zeros());
     let _: &MlpModule<f32, Cpu> = &model;
 }

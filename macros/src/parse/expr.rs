@@ -346,7 +346,7 @@ fn method_call(m: &syn::ExprMethodCall) -> Error {
         "reshape" => format!("method calls are not part of the model language; write `reshape({x}, (..))` with the per-example shape (the batch axis is implicit), or `flatten({x})`"),
         "flatten" | "ravel" => format!("method calls are not part of the model language; write `flatten({x})`"),
         "mean" | "sum" => format!("method calls are not part of the model language; write `{method}({x}, axis = ..)`"),
-        "transpose" | "swapaxes" | "T" => "transposes are not part of the model language yet; flaxen's images are NCHW already".to_string(),
+        "transpose" | "T" => format!("method calls are not part of the model language; write `transpose({x}, (..))` with the per-example axes (flaxen's images are NCHW already, so an NHWC transpose is not needed)"),
         _ if OpKind::from_name(&method).is_some() => format!("method calls are not part of the model language; write `{method}({x})` instead of `{x}.{method}()`"),
         _ => format!("method calls are not part of the model language (`.{method}()`); {EXPR_HELP}"),
     };
