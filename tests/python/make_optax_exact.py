@@ -12,7 +12,7 @@ float64 with `jax_enable_x64` on. The two precisions run in separate
 processes because x64 is a process-wide JAX switch.
 
 Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
-(the venv at /tmp/h11b-venv): `python tests/python/make_optax_exact.py`.
+(see requirements.txt): `python tests/python/make_optax_exact.py`.
 """
 
 import json
