@@ -12,15 +12,10 @@ float64 with `jax_enable_x64` on. The two precisions run in separate
 processes because x64 is a process-wide JAX switch.
 
 Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
-(see requirements.txt): `python tests/python/make_optax_exact.py`.
+(see requirements.txt): `python tests/python/make_optax_exact.py [OUTDIR]`.
 """
 
-import json
-import os
-import subprocess
-import sys
-
-STEPS = 12
+from optax_trace import STEPS, arr, main
 
 
 def cases(optax):
@@ -86,11 +81,6 @@ POISON = {
 }
 
 
-def arr(x):
-    x = x.__array__()
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
-
-
 def run(dtype_name):
     import jax
     import jax.numpy as jnp
@@ -140,36 +130,5 @@ def run(dtype_name):
     return out
 
 
-def main():
-    if len(sys.argv) == 2:
-        if sys.argv[1] == "f64":
-            import jax
-
-            jax.config.update("jax_enable_x64", True)
-        json.dump(run(sys.argv[1]), sys.stdout)
-        return
-    import jax
-    import optax
-
-    all_cases = []
-    for dt in ["f32", "f64"]:
-        res = subprocess.run(
-            [sys.executable, __file__, dt], check=True, capture_output=True, text=True
-        )
-        all_cases += json.loads(res.stdout)
-    about = (
-        f"Parameters after each optimizer step, from optax {optax.__version__} "
-        f"(jax {jax.__version__}); see tests/python/make_optax_exact.py. "
-        "Param tree: w (5x3), b (7). f32 cases ran with jax_enable_x64 off, "
-        "_f64 cases with it on."
-    )
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "fixtures", "optax_exact.json")
-    with open(path, "w") as f:
-        json.dump({"about": about, "cases": all_cases}, f)
-        f.write("\n")
-    print(f"wrote {len(all_cases)} cases to {path}")
-
-
 if __name__ == "__main__":
-    main()
+    main(__file__, "optax_exact.json", run, "w (5x3), b (7)")
