@@ -19,9 +19,7 @@ use flaxen::runtime::state::{StateDict, StateMap};
 
 #[path = "common/optax_tree.rs"]
 mod optax_tree;
-use optax_tree::{
-    assert_every_trace, load, trace_error, train_state_round_trips, Cosine, Fixture, Tree, TreeNet,
-};
+use optax_tree::{load, train_state_round_trips, Cosine, Fixture, Tree, TreeNet};
 
 optax_tree::tree_net!(
     /// The tree of `optax_adafactor.json`: the five leaves of the other
@@ -89,21 +87,7 @@ macro_rules! with_tx {
 
 #[test]
 fn every_adafactor_trace_is_reproduced() {
-    assert_every_trace(&fixture(), 10, |case, fused| match case.dtype.as_str() {
-        "f32" => with_tx!(case, |tx| trace_error(
-            case,
-            model::<f32>(&Cpu::default(), &case.init),
-            &tx,
-            fused
-        )),
-        "f64" => with_tx!(case, |tx| trace_error(
-            case,
-            model::<f64>(&Cpu::default(), &case.init),
-            &tx,
-            fused
-        )),
-        other => panic!("dtype {other}"),
-    });
+    optax_tree::every_trace!(fixture(), 10);
 }
 
 /// The state of `tx` on the case `name` resumes bit for bit through a

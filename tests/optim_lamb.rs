@@ -61,21 +61,7 @@ macro_rules! with_tx {
 
 #[test]
 fn every_lamb_trace_is_reproduced() {
-    assert_every_trace(&fixture(), 10, |case, fused| match case.dtype.as_str() {
-        "f32" => with_tx!(case, |tx| trace_error(
-            case,
-            model::<f32>(&Cpu::default(), &case.init),
-            &tx,
-            fused
-        )),
-        "f64" => with_tx!(case, |tx| trace_error(
-            case,
-            model::<f64>(&Cpu::default(), &case.init),
-            &tx,
-            fused
-        )),
-        other => panic!("dtype {other}"),
-    });
+    optax_tree::every_trace!(fixture(), 10);
 }
 
 /// The state of `tx` on the case `name` resumes bit for bit through a

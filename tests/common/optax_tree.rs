@@ -226,6 +226,29 @@ pub fn assert_every_trace(fixture: &Fixture, n: usize, error: impl Fn(&Case, boo
     }
 }
 
+/// [`assert_every_trace`] over `$fixture` (`$n` cases), each case run in
+/// its dtype from `model::<E>(dev, &case.init)` with the transformation
+/// the calling file's `with_tx!(case, |tx| ..)` names.
+#[allow(unused_macros)] // each test file uses it once
+macro_rules! every_trace {
+    ($fixture:expr, $n:expr) => {
+        optax_tree::assert_every_trace(&$fixture, $n, |case, fused| {
+            let dev = Cpu::default();
+            match case.dtype.as_str() {
+                "f32" => with_tx!(case, |tx| {
+                    optax_tree::trace_error(case, model::<f32>(&dev, &case.init), &tx, fused)
+                }),
+                "f64" => with_tx!(case, |tx| {
+                    optax_tree::trace_error(case, model::<f64>(&dev, &case.init), &tx, fused)
+                }),
+                other => panic!("dtype {other}"),
+            }
+        })
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use every_trace;
+
 /// A state of `tx` saved after 5 of `case`'s steps from `a` (through a
 /// `StateMap` and the exact counters) and loaded into a fresh one resumes
 /// bit for bit, through both apply paths; the saved keys are `keys`.
