@@ -125,7 +125,11 @@ fn every_masked_trace_is_reproduced() {
 
 /// The state of `tx` on the case `name` resumes bit for bit through a
 /// checkpoint; the saved keys are `keys`.
-fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(name: &str, tx: T, keys: &[&str]) {
+fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(
+    name: &str,
+    tx: T,
+    keys: &[impl AsRef<str>],
+) {
     let fixture = fixture();
     let case = fixture.case(name);
     optax_tree::resumes_bit_for_bit(case, model(&Cpu::default(), &case.init), tx, keys);
@@ -136,19 +140,7 @@ fn masked_states_resume_bit_for_bit() {
     resumes_bit_for_bit(
         "masked_adw1e-2_then_adam0.3",
         chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3))),
-        &[
-            "opt.1.count",
-            "opt.1.mu.conv_0.bias",
-            "opt.1.mu.conv_0.weight",
-            "opt.1.mu.dense_0.bias",
-            "opt.1.mu.dense_0.weight",
-            "opt.1.mu.layer_norm_0.scale",
-            "opt.1.nu.conv_0.bias",
-            "opt.1.nu.conv_0.weight",
-            "opt.1.nu.dense_0.bias",
-            "opt.1.nu.dense_0.weight",
-            "opt.1.nu.layer_norm_0.scale",
-        ],
+        &moments_at("opt.1."),
     );
     resumes_bit_for_bit(
         "masked_adam_cosine0.3_alone",
@@ -174,19 +166,7 @@ fn masked_states_resume_bit_for_bit() {
     resumes_bit_for_bit(
         "adamw_lr0.3_wd1e-2_mask",
         adamw(0.3, 1e-2).mask(decay_mask),
-        &[
-            "opt.count",
-            "opt.mu.conv_0.bias",
-            "opt.mu.conv_0.weight",
-            "opt.mu.dense_0.bias",
-            "opt.mu.dense_0.weight",
-            "opt.mu.layer_norm_0.scale",
-            "opt.nu.conv_0.bias",
-            "opt.nu.conv_0.weight",
-            "opt.nu.dense_0.bias",
-            "opt.nu.dense_0.weight",
-            "opt.nu.layer_norm_0.scale",
-        ],
+        &MOMENTS,
     );
 }
 
@@ -200,19 +180,7 @@ fn adabelief_resumes_bit_for_bit() {
             .eps(1e-8)
             .eps_root(0.0)
             .nesterov(true),
-        &[
-            "opt.count",
-            "opt.mu.conv_0.bias",
-            "opt.mu.conv_0.weight",
-            "opt.mu.dense_0.bias",
-            "opt.mu.dense_0.weight",
-            "opt.mu.layer_norm_0.scale",
-            "opt.nu.conv_0.bias",
-            "opt.nu.conv_0.weight",
-            "opt.nu.dense_0.bias",
-            "opt.nu.dense_0.weight",
-            "opt.nu.layer_norm_0.scale",
-        ],
+        &MOMENTS,
     );
 }
 

@@ -144,6 +144,31 @@ tree_net!(
     }
 );
 
+/// The keys an Adam-like state (`count`, `mu`, `nu`) on [`Net`] saves
+/// under `opt.`.
+pub const MOMENTS: [&str; 11] = [
+    "opt.count",
+    "opt.mu.conv_0.bias",
+    "opt.mu.conv_0.weight",
+    "opt.mu.dense_0.bias",
+    "opt.mu.dense_0.weight",
+    "opt.mu.layer_norm_0.scale",
+    "opt.nu.conv_0.bias",
+    "opt.nu.conv_0.weight",
+    "opt.nu.dense_0.bias",
+    "opt.nu.dense_0.weight",
+    "opt.nu.layer_norm_0.scale",
+];
+
+/// [`MOMENTS`] saved under `prefix` instead (`opt.1.` for the second of a
+/// chain).
+pub fn moments_at(prefix: &str) -> Vec<String> {
+    MOMENTS
+        .iter()
+        .map(|k| k.replacen("opt.", prefix, 1))
+        .collect()
+}
+
 /// The five-leaf tree's checkpoint names.
 pub const KEYS: &[&str] = <Net<f32, Cpu> as TreeNet<f32>>::KEYS;
 
@@ -256,8 +281,9 @@ pub fn resumes_bit_for_bit<N: TreeNet<f32>, T: GradientTransformation<f32, Cpu>>
     case: &Case,
     mut a: N,
     tx: T,
-    keys: &[&str],
+    keys: &[impl AsRef<str>],
 ) {
+    let keys: Vec<&str> = keys.iter().map(AsRef::as_ref).collect();
     let mut sa = tx.try_init_model(&a).unwrap();
     for g in &case.grads[..5] {
         let grads = a.grads_of(g);
