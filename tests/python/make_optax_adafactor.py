@@ -18,7 +18,7 @@ Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
 (see requirements.txt): `python tests/python/make_optax_adafactor.py [OUTDIR]`.
 """
 
-from optax_trace import FIVE_LEAVES, describe, main, run_tree
+from optax_trace import BIAS_ZEROS, FIVE_LEAVES, describe, main, run_tree
 
 SHAPES = dict(FIVE_LEAVES, **{"dense_1.weight": (7, 3)})
 
@@ -48,7 +48,7 @@ def cases(optax):
 def run(dtype_name):
     import optax
 
-    return run_tree(cases(optax), SHAPES, 4000, dtype_name, zero_norms=True)
+    return run_tree(cases(optax), SHAPES, 4000, dtype_name, BIAS_ZEROS, zero_norms=True)
 
 
 if __name__ == "__main__":

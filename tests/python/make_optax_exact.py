@@ -15,7 +15,7 @@ Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
 (see requirements.txt): `python tests/python/make_optax_exact.py [OUTDIR]`.
 """
 
-from optax_trace import STEPS, arr, main
+from optax_trace import main, run_tree
 
 
 def cases(optax):
@@ -82,52 +82,11 @@ POISON = {
 
 
 def run(dtype_name):
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
     import optax
 
-    dtype = {"f32": jnp.float32, "f64": jnp.float64}[dtype_name]
-    out = []
-    for i, (name, tx) in enumerate(cases(optax).items()):
-        rng = np.random.default_rng(1000 + i)
-        params = {
-            "w": jnp.asarray(rng.normal(size=(5, 3)), dtype),
-            "b": jnp.asarray(rng.normal(size=(7,)), dtype),
-        }
-        init = {k: arr(v) for k, v in params.items()}
-        state = tx.init(params)
-        grads_seq, after = [], []
-        for step in range(STEPS):
-            # Mixed magnitudes: the second moment sees both tiny and large
-            # gradients, and a few exact zeros.
-            scale = 10.0 ** rng.integers(-3, 2, size=1)[0]
-            grads = {
-                "w": jnp.asarray(rng.normal(size=(5, 3)) * scale, dtype),
-                "b": jnp.asarray(rng.normal(size=(7,)) * scale, dtype).at[step % 7].set(0),
-            }
-            saved_grads = grads
-            poison = POISON.get(name, {}).get(step)
-            if poison is not None:
-                leaf, idx, value = poison
-                flat = grads[leaf].reshape(-1).at[idx].set(float(value))
-                grads = dict(grads, **{leaf: flat.reshape(grads[leaf].shape)})
-            updates, state = tx.update(grads, state, params)
-            params = optax.apply_updates(params, updates)
-            grads_seq.append({k: arr(v) for k, v in saved_grads.items()})
-            after.append({k: arr(v) for k, v in params.items()})
-        suffix = "" if dtype_name == "f32" else "_f64"
-        out.append(
-            {
-                "name": name + suffix,
-                "dtype": dtype_name,
-                "init": init,
-                "grads": grads_seq,
-                "params_after_each_step": after,
-                "poison": [[st, *p] for st, p in sorted(POISON.get(name, {}).items())],
-            }
-        )
-    return out
+    return run_tree(
+        cases(optax), {"w": (5, 3), "b": (7,)}, 1000, dtype_name, zeros={"b": 7}, poison=POISON
+    )
 
 
 if __name__ == "__main__":

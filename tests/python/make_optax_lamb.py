@@ -17,7 +17,7 @@ Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
 (see requirements.txt): `python tests/python/make_optax_lamb.py [OUTDIR]`.
 """
 
-from optax_trace import FIVE_LEAVES, decay_mask, describe, main, run_tree
+from optax_trace import BIAS_ZEROS, FIVE_LEAVES, decay_mask, describe, main, run_tree
 
 SHAPES = FIVE_LEAVES
 
@@ -41,7 +41,7 @@ def cases(optax):
 def run(dtype_name):
     import optax
 
-    return run_tree(cases(optax), SHAPES, 3000, dtype_name, zero_norms=True)
+    return run_tree(cases(optax), SHAPES, 3000, dtype_name, BIAS_ZEROS, zero_norms=True)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,23 @@ def arr(x):
     return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
 
 
-def run_tree(cases, shapes, seed, dtype_name, zero_norms):
+# The biases of FIVE_LEAVES, and where their gradients hold an exact zero:
+# at index `step % n`.
+BIAS_ZEROS = {"conv_0.bias": 3, "dense_0.bias": 5}
+
+
+def run_tree(cases, shapes, seed, dtype_name, zeros, zero_norms=False, poison=None):
     """Every case of `cases` (name -> Optax transformation) on a tree of
     `shapes`, `STEPS` steps of fixed gradients, in `dtype_name`. Case `i`
     draws from `default_rng(seed + i)`: the parameters, then each step's
-    scale (mixed magnitudes) and gradients, with an exact zero in each bias.
-    `zero_norms`: conv_0.bias starts at zero and dense_0.bias gets a zero
-    gradient at the first step (zero parameter and update norms)."""
+    scale (mixed magnitudes: the moments see both tiny and large gradients)
+    and gradients. `zeros`: leaf -> n, an exact zero at index `step % n` of
+    that leaf's gradient. `zero_norms`: conv_0.bias starts at zero and
+    dense_0.bias gets a zero gradient at the first step (zero parameter and
+    update norms). `poison`: case -> {step: (leaf, flat index, value)},
+    non-finite gradient entries fed to the optimizer but kept out of the
+    recorded gradients (JSON has no NaN); each case then lists them under
+    "poison", for the Rust test to write back."""
     import jax.numpy as jnp
     import numpy as np
     import optax
@@ -75,24 +85,31 @@ def run_tree(cases, shapes, seed, dtype_name, zero_norms):
             grads = {
                 k: jnp.asarray(rng.normal(size=s) * scale, dtype) for k, s in shapes.items()
             }
-            grads["conv_0.bias"] = grads["conv_0.bias"].at[step % 3].set(0)
-            grads["dense_0.bias"] = grads["dense_0.bias"].at[step % 5].set(0)
+            for k, n in zeros.items():
+                grads[k] = grads[k].at[step % n].set(0)
             if zero_norms and step == 0:
                 grads["dense_0.bias"] = jnp.zeros_like(grads["dense_0.bias"])
-            updates, state = tx.update(grads, state, params)
+            fed = grads
+            bad = (poison or {}).get(name, {}).get(step)
+            if bad is not None:
+                leaf, idx, value = bad
+                flat = grads[leaf].reshape(-1).at[idx].set(float(value))
+                fed = dict(grads, **{leaf: flat.reshape(grads[leaf].shape)})
+            updates, state = tx.update(fed, state, params)
             params = optax.apply_updates(params, updates)
             grads_seq.append({k: arr(v) for k, v in grads.items()})
             after.append({k: arr(v) for k, v in params.items()})
         suffix = "" if dtype_name == "f32" else "_f64"
-        out.append(
-            {
-                "name": name + suffix,
-                "dtype": dtype_name,
-                "init": init,
-                "grads": grads_seq,
-                "params_after_each_step": after,
-            }
-        )
+        case = {
+            "name": name + suffix,
+            "dtype": dtype_name,
+            "init": init,
+            "grads": grads_seq,
+            "params_after_each_step": after,
+        }
+        if poison is not None:
+            case["poison"] = [[st, *p] for st, p in sorted(poison.get(name, {}).items())]
+        out.append(case)
     return out
 
 
