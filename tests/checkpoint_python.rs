@@ -1,7 +1,8 @@
 //! Python's `safetensors` reads flaxen checkpoints. Skipped (with a note on
 //! stderr) where `python3` with `safetensors` and `numpy` is not installed.
 
-use std::process::Command;
+#[path = "common/python.rs"]
+mod python;
 
 use flaxen::dfdx::nn::builders::Linear;
 use flaxen::dfdx::nn::builders::ReLU;
@@ -11,17 +12,7 @@ use flaxen::runtime::data::{digits, Loader, LoaderConfig};
 
 #[test]
 fn python_safetensors_reads_a_checkpoint() {
-    let probe = Command::new("python3")
-        .args(["-c", "import safetensors, numpy"])
-        .output();
-    if !matches!(&probe, Ok(o) if o.status.success()) {
-        // CI installs the readers and sets this, so there the check cannot
-        // silently pass.
-        assert!(
-            std::env::var_os("FLAXEN_REQUIRE_PYTHON_CHECKS").is_none(),
-            "python3 with safetensors and numpy is not installed"
-        );
-        eprintln!("skipped: python3 with safetensors and numpy is not installed");
+    if !python::has_modules("safetensors, numpy") {
         return;
     }
     let dev = Cpu::default();
@@ -38,21 +29,7 @@ fn python_safetensors_reads_a_checkpoint() {
     let path = std::env::temp_dir().join(format!("flaxen-py-{}.safetensors", std::process::id()));
     ckpt.save(&path).unwrap();
 
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/read_checkpoint.py"
-    );
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = python::read_with("read_checkpoint.py", &path);
     assert_eq!(summary["step"], 77);
     assert_eq!(summary["metadata"]["format"], "flaxen-checkpoint");
     let t = &summary["tensors"];

@@ -8,24 +8,13 @@ use flaxen::dfdx::tensor_ops::RealizeTo;
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{self, AvgPool2D, Flatten2D};
 
-/// The seed CNN (Conv 32, avg_pool, Conv 64, avg_pool, Dense 256, Dense 10).
-pub struct Cnn;
+#[path = "common/flax_cnn.rs"]
+mod flax_cnn;
 
-#[compact]
-impl Cnn {
-    fn forward(x: Input<1, 28, 28>) {
-        let x = Conv(features = 32, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = Conv(features = 64, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = flatten(x);
-        let x = Dense(features = 256)(x);
-        let x = relu(x);
-        Dense(features = 10)(x)
-    }
-}
+flax_cnn::seed_cnn!(
+    /// The seed CNN (Conv 32, avg_pool, Conv 64, avg_pool, Dense 256, Dense 10).
+    Cnn: 28, conv(32, 64), dense(256), out(10)
+);
 
 /// The same network written by hand from the runtime layers.
 type HandCnn = (
@@ -138,38 +127,11 @@ fn no_input_grad_skips_only_the_input_gradient() {
     );
 }
 
-/// The CNN of `tests/fixtures/flax_cnn_scan5.json`, in the DSL.
-pub struct SmallCnn;
-
-#[compact]
-impl SmallCnn {
-    fn forward(x: Input<1, 8, 8>) {
-        let x = relu(Conv(8, (3, 3))(x));
-        let x = avg_pool(x, (2, 2), strides = (2, 2));
-        let x = relu(Conv(16, (3, 3), padding = SAME)(x));
-        let x = avg_pool(x, (2, 2), (2, 2));
-        let x = relu(Dense(32)(flatten(x)));
-        Dense(10)(x)
-    }
-}
-
-#[derive(serde::Deserialize)]
-struct Arr {
-    shape: Vec<usize>,
-    data: Vec<f32>,
-}
-
-#[derive(serde::Deserialize)]
-struct Fixture {
-    init_params: std::collections::BTreeMap<String, Arr>,
-    xs: Arr,
-    labels: Vec<Vec<usize>>,
-    losses: Vec<f32>,
-}
+flax_cnn::fixture_cnn!(SmallCnn);
 
 /// Writes a safetensors file by hand (8-byte header length, JSON header,
 /// little-endian data), as Python's `safetensors` would.
-fn write_safetensors(path: &std::path::Path, tensors: &[(String, &Arr)]) {
+fn write_safetensors(path: &std::path::Path, tensors: &[(String, &flax_cnn::Arr)]) {
     let mut header = serde_json::Map::new();
     let mut bytes = Vec::new();
     for (k, a) in tensors {
@@ -194,19 +156,13 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(String, &Arr)]) {
 
 #[test]
 fn flax_first_loss_through_safetensors_keys() {
-    let f: Fixture = serde_json::from_str(include_str!("fixtures/flax_cnn_scan5.json")).unwrap();
+    let f = flax_cnn::fixture();
     // Flax's parameter names -> the DSL's checkpoint keys.
-    let rename = |k: &str| {
-        k.replace("conv0.weight_oihw", "conv_0.weight")
-            .replace("conv1.weight_oihw", "conv_1.weight")
-            .replace("dense0.weight_out_in", "dense_0.weight")
-            .replace("dense1.weight_out_in", "dense_1.weight")
-            .replace("conv0.", "conv_0.")
-            .replace("conv1.", "conv_1.")
-            .replace("dense0.", "dense_0.")
-            .replace("dense1.", "dense_1.")
-    };
-    let tensors: Vec<(String, &Arr)> = f.init_params.iter().map(|(k, v)| (rename(k), v)).collect();
+    let tensors: Vec<(String, &flax_cnn::Arr)> = f
+        .init_params
+        .iter()
+        .map(|(k, v)| (flax_cnn::key(k), v))
+        .collect();
     let dir = std::env::temp_dir().join(format!("flaxen-compact-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("init.safetensors");

@@ -91,6 +91,9 @@ fn cuda_step_k_slices_exactly_one_batch() {
 
 // ------------------------------------------------ 2. + 3. the Flax CNN
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/flax_cnn.rs"]
 mod flax_cnn;
 
@@ -134,19 +137,22 @@ fn cuda_cnn_scan_equals_plain_calls_within_rounding() {
     let ys: Tensor<Rank2<5, 4>, usize, Cuda> = cuda.tensor(f.labels.concat());
     let (scanned, losses) = scan!(5, cnn_step, cnn_init(&cuda, &f), (xs, ys));
 
-    let lw = flax_cnn::worst(&losses.array(), &plain_losses);
-    assert!(
-        lw <= 1e-6,
-        "losses: scan {:?} vs plain {plain_losses:?} (worst {lw})",
-        losses.array()
+    fixture::assert_rel(
+        "losses, scan vs plain",
+        &losses.array(),
+        &plain_losses,
+        1e-6,
+        1.0,
     );
     let (a, b) = (saved(&scanned), saved(&plain));
     assert_eq!(a.len(), b.len());
     for (k, want) in &b {
-        let w = flax_cnn::worst(&a[k].data, &want.data);
-        assert!(
-            w <= 1e-5,
-            "{k}: scan vs plain, worst relative difference {w}"
+        fixture::assert_rel(
+            &format!("{k}, scan vs plain"),
+            &a[k].data,
+            &want.data,
+            1e-5,
+            1.0,
         );
     }
     assert_eq!(scanned.step(), 5);

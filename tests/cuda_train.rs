@@ -29,24 +29,13 @@ use cuda_common::assert_close;
 use flaxen::dfdx::nn::ToDevice;
 use flaxen::prelude::*;
 
-/// The seed CNN on 1×8×8 inputs (two 2×2 poolings leave 64×2×2 features).
-pub struct DigitsCnn;
+#[path = "common/flax_cnn.rs"]
+mod flax_cnn;
 
-#[compact]
-impl DigitsCnn {
-    fn forward(x: Input<1, 8, 8>) {
-        let x = Conv(features = 32, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = Conv(features = 64, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = flatten(x);
-        let x = Dense(features = 256)(x);
-        let x = relu(x);
-        Dense(features = 10)(x)
-    }
-}
+flax_cnn::seed_cnn!(
+    /// The seed CNN on 1×8×8 inputs (two 2×2 poolings leave 64×2×2 features).
+    DigitsCnn: 8, conv(32, 64), dense(256), out(10)
+);
 
 const BATCH: usize = 32;
 /// Seed of the initial weights (built on the Cpu) and of the data order.
@@ -66,18 +55,7 @@ macro_rules! on_device {
                 Tensor<Rank1<BATCH>, usize, Dev>,
             );
 
-            fn train_step(mut state: State, (x, y): Batch) -> (State, Loss<f32, Dev>) {
-                let (loss, grads) = state
-                    .value_and_grad(|model, tape| {
-                        let logits = model.forward(x.put_tape(tape));
-                        softmax_cross_entropy_with_integer_labels(logits, y).mean()
-                    })
-                    .expect("forward/backward on the device");
-                state
-                    .apply_gradients(grads)
-                    .expect("optimizer update on the device");
-                (state, loss)
-            }
+            flax_cnn::cross_entropy_step!(train_step(State, Batch) on Dev);
 
             /// `scans` calls of `scan!(5, ..)` from `net`; the losses of all
             /// `5 * scans` steps, in order.

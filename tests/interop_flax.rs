@@ -5,6 +5,9 @@
 //! (`tests/fixtures/flax_interop.json`); both made by
 //! `tests/python/make_flax_interop.py`.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 use flaxen::interop::flax::{self, FlaxError, SaveOptions};
 use flaxen::prelude::*;
 use flaxen::runtime::state::HostTensor;
@@ -51,13 +54,7 @@ fn flax_trained_cnn_gives_flax_logits() {
     let x: Tensor<Rank4<4, 1, 8, 8>, f32, Cpu> = dev.tensor(floats(&f["x"]));
     let got = model.forward(x).as_vec();
     let want = floats(&f["logits"]);
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-            "logit {i}: flaxen {g}, Flax {w}"
-        );
-    }
+    fixture::assert_rel("logits vs Flax", &got, &want, 1e-5, 1.0);
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! sum(layer(inputs) * r)` for a random `r`; tolerance in
 //! `tests/common/gradcheck.rs`.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
 

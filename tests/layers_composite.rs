@@ -3,6 +3,9 @@
 //! every gradient, with `Const` and `usize` batch dims, with and without a
 //! tape, and with tensors used twice (gradients must accumulate).
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/geometries.rs"]
 #[macro_use]
 mod geometries;
@@ -13,14 +16,10 @@ use flaxen::dfdx::shapes::Axes4;
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, composite, conv_out_size, AvgPool2D, MaxPool2D, PoolKind};
 
+/// The kernel and the composite path sum in different orders, by a few
+/// ulps of f64.
 fn assert_same(what: &str, a: &[f64], b: &[f64]) {
-    assert_eq!(a.len(), b.len(), "{what}: length");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-10 * y.abs().max(1.0),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
+    fixture::assert_rel(what, a, b, 1e-10, 1.0);
 }
 
 macro_rules! conv_vs_composite {

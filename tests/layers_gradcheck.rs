@@ -7,6 +7,9 @@
 use flaxen::prelude::*;
 use flaxen::runtime::layers::{builder, conv_out_size, AvgPool2D, MaxPool2D};
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/gradcheck.rs"]
 mod gradcheck;
 

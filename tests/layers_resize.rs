@@ -20,6 +20,9 @@ mod fixture;
 #[macro_use]
 mod resize_fixture;
 
+#[path = "common/gradcheck.rs"]
+mod gradcheck;
+
 use flaxen::prelude::*;
 use flaxen::runtime::layers::resize::{Cubic, Lanczos3, Linear, Nearest};
 use flaxen::runtime::layers::{composite, FlaxenDevice, Resize2D, ResizeGeometry, ResizeMethod};
@@ -33,8 +36,6 @@ fn cpu_matches_jax_f64() {
 fn cpu_matches_jax_f32() {
     all_resize_cases!(&Cpu::default(), f32);
 }
-
-const EPS: f64 = 1e-5;
 
 macro_rules! gradcheck {
     ($name:ident, $m:ty, $aa:literal, ($h:literal, $w:literal) -> ($oh:literal, $ow:literal)) => {
@@ -53,20 +54,8 @@ macro_rules! gradcheck {
                     dev.tensor_from_vec(v.to_vec(), Default::default());
                 (layer.forward(x) * r.clone()).sum::<Rank0, _>().array()
             };
-            let mut v = x.as_vec();
-            for (i, a) in analytic.iter().enumerate() {
-                let orig = v[i];
-                v[i] = orig + EPS;
-                let hi = loss(&v);
-                v[i] = orig - EPS;
-                let lo = loss(&v);
-                v[i] = orig;
-                let n = (hi - lo) / (2.0 * EPS);
-                assert!(
-                    (a - n).abs() <= 1e-6 * n.abs().max(1.0),
-                    "x[{i}]: analytic {a}, numeric {n}"
-                );
-            }
+            let numeric = gradcheck::numeric_grad(loss, &x.as_vec());
+            gradcheck::assert_grad("x", &analytic, &numeric);
         }
     };
 }
@@ -91,10 +80,10 @@ fn cpu_vs_composite(method: ResizeMethod, antialias: bool, hw: [usize; 2], out: 
     let y = dev.try_resize2d(&g, x.leaky_trace(), y_shape).unwrap();
     let yc = composite::try_resize2d(&g, x.leaky_trace(), y_shape).unwrap();
     let what = format!("{method:?} aa {antialias} {hw:?} -> {out:?}");
-    resize_fixture::assert_close(&format!("{what} y"), &y.as_vec(), &yc.as_vec(), 1e-12);
+    fixture::assert_rel(&format!("{what} y"), &y.as_vec(), &yc.as_vec(), 1e-12, 1.0);
     let gx = (y * r.clone()).sum().backward().get(&x).as_vec();
     let gc = (yc * r).sum().backward().get(&x).as_vec();
-    resize_fixture::assert_close(&format!("{what} grad"), &gx, &gc, 1e-12);
+    fixture::assert_rel(&format!("{what} grad"), &gx, &gc, 1e-12, 1.0);
 }
 
 #[test]
@@ -188,9 +177,9 @@ fn compact_case<M, const H: usize, const W: usize, const OH: usize, const OW: us
     let x: Tensor<Rank4<2, 3, H, W>, f64, _> = dev.tensor_from_vec(c.x.data, Default::default());
     let r: Tensor<Rank4<2, 3, OH, OW>, f64, _> = dev.tensor_from_vec(c.r.data, Default::default());
     let y = model.forward(x.leaky_trace());
-    resize_fixture::assert_close(name, &y.as_vec(), &c.y.data, 1e-9);
+    fixture::assert_within(name, &y.as_vec(), &c.y, 1e-9);
     let g = (y * r).sum().backward();
-    resize_fixture::assert_close(name, &g.get(&x).as_vec(), &c.grad_x.data, 1e-9);
+    fixture::assert_within(name, &g.get(&x).as_vec(), &c.grad_x, 1e-9);
 }
 
 #[test]

@@ -8,9 +8,11 @@
 //! 1e-2)`; states that resume bit for bit; clear errors for masks and
 //! labels that do not fit the model.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 use flaxen::runtime::dfdx::prelude::*;
 use flaxen::runtime::optim::*;
-use flaxen::runtime::state::{StateDict, StateMap};
 
 #[path = "common/optax_tree.rs"]
 mod optax_tree;
@@ -118,68 +120,19 @@ macro_rules! with_tx {
 
 #[test]
 fn every_masked_trace_is_reproduced() {
-    let fixture = fixture();
-    assert_eq!(fixture.cases.len(), 24, "a new case needs a line here");
-    for case in &fixture.cases {
-        assert_eq!(case.grads.len(), 12);
-        let tol = if case.dtype == "f64" { 1e-6 } else { 1e-5 };
-        let errs = [false, true].map(|fused| match case.dtype.as_str() {
-            "f32" => with_tx!(case, |tx| trace_error::<f32, _>(case, &tx, fused)),
-            "f64" => with_tx!(case, |tx| trace_error::<f64, _>(case, &tx, fused)),
-            other => panic!("dtype {other}"),
-        });
-        eprintln!(
-            "{:70} max rel error (two-step, fused): {:.1e} {:.1e}",
-            case.name, errs[0], errs[1]
-        );
-        for (path, e) in ["update_model + apply_updates", "apply_model"]
-            .iter()
-            .zip(errs)
-        {
-            assert!(
-                e <= tol,
-                "{} ({path}): relative error {e:e} > {tol:e}",
-                case.name
-            );
-        }
-    }
+    optax_tree::every_trace!(fixture(), 24);
 }
 
-/// A state saved after 5 steps (through a `StateMap` and the exact
-/// counters) and loaded into a fresh one resumes bit for bit; the saved
-/// keys are `keys`.
-fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(case: &str, tx: T, keys: &[&str]) {
+/// The state of `tx` on the case `name` resumes bit for bit through a
+/// checkpoint; the saved keys are `keys`.
+fn resumes_bit_for_bit<T: GradientTransformation<f32, Cpu>>(
+    name: &str,
+    tx: T,
+    keys: &[impl AsRef<str>],
+) {
     let fixture = fixture();
-    let case = fixture.cases.iter().find(|c| c.name == case).unwrap();
-    let dev = Cpu::default();
-    let mut a = model::<f32>(&dev, &case.init);
-    let mut sa = tx.try_init_model(&a).unwrap();
-    for step in 0..5 {
-        let grads = grads_of(&a, &case.grads[step]);
-        tx.apply_model(&mut sa, grads, &mut a).unwrap();
-    }
-    let mut saved = StateMap::new();
-    sa.save_state("opt.", &mut saved);
-    let mut counters = StateMap::new();
-    sa.save_counters("opt.", &mut counters);
-    let found: Vec<_> = saved.keys().cloned().collect();
-    assert_eq!(found, keys);
-    let mut b = a.clone();
-    let mut sb = tx.try_init_model(&b).unwrap();
-    sb.load_state("opt.", &saved).unwrap();
-    sb.load_counters("opt.", &counters).unwrap();
-    for (step, g) in case.grads.iter().enumerate().skip(5) {
-        let grads = grads_of(&a, g);
-        tx.apply_model(&mut sa, grads, &mut a).unwrap();
-        let grads = grads_of(&b, g);
-        if step % 2 == 0 {
-            tx.apply_model(&mut sb, grads, &mut b).unwrap();
-        } else {
-            let updates = tx.update_model(&mut sb, grads, &b).unwrap();
-            apply_updates(&mut b, updates).unwrap();
-        }
-    }
-    assert_eq!(values(&a), values(&b));
+    let case = fixture.case(name);
+    optax_tree::resumes_bit_for_bit(case, model(&Cpu::default(), &case.init), tx, keys);
 }
 
 #[test]
@@ -187,19 +140,7 @@ fn masked_states_resume_bit_for_bit() {
     resumes_bit_for_bit(
         "masked_adw1e-2_then_adam0.3",
         chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3))),
-        &[
-            "opt.1.count",
-            "opt.1.mu.conv_0.bias",
-            "opt.1.mu.conv_0.weight",
-            "opt.1.mu.dense_0.bias",
-            "opt.1.mu.dense_0.weight",
-            "opt.1.mu.layer_norm_0.scale",
-            "opt.1.nu.conv_0.bias",
-            "opt.1.nu.conv_0.weight",
-            "opt.1.nu.dense_0.bias",
-            "opt.1.nu.dense_0.weight",
-            "opt.1.nu.layer_norm_0.scale",
-        ],
+        &moments_at("opt.1."),
     );
     resumes_bit_for_bit(
         "masked_adam_cosine0.3_alone",
@@ -225,19 +166,7 @@ fn masked_states_resume_bit_for_bit() {
     resumes_bit_for_bit(
         "adamw_lr0.3_wd1e-2_mask",
         adamw(0.3, 1e-2).mask(decay_mask),
-        &[
-            "opt.count",
-            "opt.mu.conv_0.bias",
-            "opt.mu.conv_0.weight",
-            "opt.mu.dense_0.bias",
-            "opt.mu.dense_0.weight",
-            "opt.mu.layer_norm_0.scale",
-            "opt.nu.conv_0.bias",
-            "opt.nu.conv_0.weight",
-            "opt.nu.dense_0.bias",
-            "opt.nu.dense_0.weight",
-            "opt.nu.layer_norm_0.scale",
-        ],
+        &MOMENTS,
     );
 }
 
@@ -251,19 +180,7 @@ fn adabelief_resumes_bit_for_bit() {
             .eps(1e-8)
             .eps_root(0.0)
             .nesterov(true),
-        &[
-            "opt.count",
-            "opt.mu.conv_0.bias",
-            "opt.mu.conv_0.weight",
-            "opt.mu.dense_0.bias",
-            "opt.mu.dense_0.weight",
-            "opt.mu.layer_norm_0.scale",
-            "opt.nu.conv_0.bias",
-            "opt.nu.conv_0.weight",
-            "opt.nu.dense_0.bias",
-            "opt.nu.dense_0.weight",
-            "opt.nu.layer_norm_0.scale",
-        ],
+        &MOMENTS,
     );
 }
 
@@ -456,28 +373,8 @@ fn masks_and_labels_that_do_not_fit_are_clear_errors() {
 /// round-trips.
 #[test]
 fn train_state_with_a_masked_optimizer_round_trips() {
-    use flaxen::runtime::train_state::TrainState;
-    let dev = Cpu::default();
     let fixture = fixture();
     let case = &fixture.cases[0];
     let tx = chain((masked(add_decayed_weights(1e-2), decay_mask), adam(0.3)));
-    let mut a = TrainState::create(model::<f32>(&dev, &case.init), tx.clone()).unwrap();
-    for g in &case.grads[..3] {
-        let grads = grads_of(&a.params, g);
-        a.apply_gradients(grads).unwrap();
-    }
-    let mut saved = StateMap::new();
-    a.save_state("", &mut saved);
-    let mut counters = StateMap::new();
-    a.save_counters("", &mut counters);
-    let mut b = TrainState::create(model::<f32>(&dev, &case.init), tx).unwrap();
-    b.load_state("", &saved).unwrap();
-    b.load_counters("", &counters).unwrap();
-    for g in &case.grads[3..] {
-        let grads = grads_of(&a.params, g);
-        a.apply_gradients(grads).unwrap();
-        let grads = grads_of(&b.params, g);
-        b.apply_gradients(grads).unwrap();
-    }
-    assert_eq!(values(&a.params), values(&b.params));
+    train_state_round_trips(case, model(&Cpu::default(), &case.init), tx);
 }

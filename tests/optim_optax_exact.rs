@@ -9,6 +9,9 @@
 //! learning rate); XLA's `rsqrt` is within an ulp of the correctly rounded
 //! one flaxen uses, hence its few-ulp differences.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::prelude::*;
 use flaxen::runtime::optim::*;
@@ -128,10 +131,8 @@ where
             apply_updates(&mut m, updates).unwrap();
         }
         for (got, want) in [(m.w.as_vec(), &want.w), (m.b.as_vec(), &want.b)] {
-            for (g, w) in got.iter().zip(&want.data) {
-                let g = g.to_f64().unwrap();
-                worst = worst.max((g - w).abs() / w.abs().max(1e-2));
-            }
+            let e = crate::fixture::max_rel_error(&got, &want.data, 1e-2);
+            worst = crate::fixture::worse(e, worst);
         }
     }
     worst

@@ -1,21 +1,18 @@
 //! Every schedule of `tests/fixtures/optax_schedules.json` (Optax 0.2.8,
 //! steps 0..=120) reproduced within 1e-5 relative.
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 use flaxen::runtime::schedule::*;
 use std::collections::BTreeMap;
 
 fn check<S: Schedule>(name: &str, want: &[f64], s: S) {
     assert_eq!(want.len(), 121, "{name}");
-    for (step, w) in want.iter().enumerate() {
-        let got = s.value(step as u64);
-        // The fixture is float32; compare relative to the value (absolute
-        // near zero, where float32 rounding of the cosine dominates).
-        let tol = 1e-5 * w.abs();
-        assert!(
-            (got - w).abs() <= tol,
-            "{name} at step {step}: got {got}, want {w}"
-        );
-    }
+    let got: Vec<f64> = (0..want.len()).map(|step| s.value(step as u64)).collect();
+    // Relative to the value alone (floor 0): a schedule that reaches zero
+    // must reach it exactly.
+    fixture::assert_rel(&format!("{name}, steps"), &got, want, 1e-5, 0.0);
 }
 
 #[test]

@@ -17,24 +17,13 @@ use flaxen::prelude::*;
 use flaxen::runtime::optim::Adam;
 use flaxen::runtime::profile::{self, Category, Event, ProfileReport, Profiler};
 
-/// The seed CNN on 8×8 inputs.
-pub struct Cnn;
+#[path = "common/flax_cnn.rs"]
+mod flax_cnn;
 
-#[compact]
-impl Cnn {
-    fn forward(x: Input<1, 8, 8>) {
-        let x = Conv(features = 8, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = Conv(features = 16, kernel_size = (3, 3))(x);
-        let x = relu(x);
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = flatten(x);
-        let x = Dense(features = 32)(x);
-        let x = relu(x);
-        Dense(features = 10)(x)
-    }
-}
+flax_cnn::seed_cnn!(
+    /// The seed CNN on 8×8 inputs, at the Flax fixture's widths.
+    Cnn: 8, conv(8, 16), dense(32), out(10)
+);
 
 /// The CNN's calls in execution order.
 const CNN_CALLS: [&str; 10] = [

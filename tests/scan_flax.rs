@@ -10,6 +10,9 @@
 
 use flaxen::prelude::*;
 
+#[path = "common/fixture.rs"]
+mod fixture;
+
 #[path = "common/flax_cnn.rs"]
 mod flax_cnn;
 

@@ -6,19 +6,13 @@
 use flaxen::dfdx::shapes::Rank5;
 use flaxen::prelude::*;
 
-pub struct SeedCnn;
+#[path = "common/flax_cnn.rs"]
+mod flax_cnn;
 
-#[compact]
-impl SeedCnn {
-    fn forward(x: Input<1, 8, 8>) {
-        let x = relu(Conv(features = 32, kernel_size = (3, 3))(x));
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = relu(Conv(features = 64, kernel_size = (3, 3))(x));
-        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
-        let x = relu(Dense(features = 256)(flatten(x)));
-        Dense(features = 4)(x)
-    }
-}
+flax_cnn::seed_cnn!(
+    /// The seed CNN with a 4-way head, one class a quadrant.
+    SeedCnn: 8, conv(32, 64), dense(256), out(4)
+);
 
 const B: usize = 32;
 const K: usize = 5;
@@ -29,16 +23,7 @@ type Batch = (
     Tensor<Rank1<B>, usize, Cpu>,
 );
 
-fn train_step(mut state: State, (x, y): Batch) -> (State, Loss<f32, Cpu>) {
-    let (loss, grads) = state
-        .value_and_grad(|model, tape| {
-            let logits = model.forward(x.put_tape(tape));
-            softmax_cross_entropy_with_integer_labels(logits, y).mean()
-        })
-        .unwrap();
-    state.apply_gradients(grads).unwrap();
-    (state, loss)
-}
+flax_cnn::cross_entropy_step!(train_step(State, Batch) on Cpu);
 
 /// K batches of the quadrant task, as stacked host data.
 fn task(seed: u64) -> (Vec<f32>, Vec<usize>) {

@@ -1,11 +1,13 @@
-//! What every Flax/JAX fixture's checks share: a tensor as the fixtures
-//! store it (`Arr`), its values in a dtype, a `Const`-shaped tensor of it,
-//! and the tolerance `|got - want| <= tol * max(|want|, 1)` per element,
-//! `tol` 1e-9 in f64 and 1e-4 in narrower types (inputs rounded to them).
-//! A test that includes a fixture module (`norm_act.rs`, `conv_pool.rs`,
-//! `conv_ext.rs`, `resize.rs`) includes this first, once, with
-//! `#[path = "common/fixture.rs"] mod fixture;`; the fixture modules
-//! re-export what their callers use.
+//! What every check against reference numbers shares: a tensor as the
+//! fixtures store it (`Arr`), its values in a dtype, a `Const`-shaped tensor
+//! of it, and the one tolerance rule of the tests, `|got - want| <= rel *
+//! max(|want|, floor)` per element ([`assert_rel`], [`max_rel_error`]).
+//! Flax/JAX fixtures hold `rel` = [`tol`] (1e-9 in f64, 1e-4 in narrower
+//! types, inputs rounded to them) with `floor` 1. A test that includes a
+//! fixture module (`norm_act.rs`, `conv_pool.rs`, `conv_ext.rs`,
+//! `resize.rs`, `flax_cnn.rs`, `optax_tree.rs`, `gradcheck.rs`) includes
+//! this first, once, with `#[path = "common/fixture.rs"] mod fixture;`; the
+//! fixture modules re-export what their callers use.
 #![allow(dead_code)]
 
 use flaxen::prelude::*;
@@ -34,13 +36,43 @@ pub fn assert_flax<E: Dtype>(what: &str, got: &[E], want: &Arr) {
 
 /// `got` against `want` within `tol` (relative to `max(|want|, 1)`).
 pub fn assert_within<E: Dtype>(what: &str, got: &[E], want: &Arr, tol: f64) {
-    assert_eq!(got.len(), want.data.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
-        let g = g.to_f64().unwrap();
+    assert_rel(what, got, &want.data, tol, 1.0);
+}
+
+/// `|got - want| <= rel * max(|want|, floor)` for every element, in f64
+/// whatever the dtypes (a NaN fails it). `floor` makes the tolerance
+/// absolute near zero, where a relative one would demand exact zeros.
+pub fn assert_rel<G: Dtype, W: Dtype>(what: &str, got: &[G], want: &[W], rel: f64, floor: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let (g, w) = (g.to_f64().unwrap(), w.to_f64().unwrap());
+        let tol = rel * w.abs().max(floor);
         assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, want {w}"
+            (g - w).abs() <= tol,
+            "{what}[{i}]: got {g}, want {w} (|diff| {}, tol {tol})",
+            (g - w).abs()
         );
+    }
+}
+
+/// The largest `|got - want| / max(|want|, floor)` over the elements, for a
+/// test that reports how close a whole run came before it asserts; NaN if
+/// any element is NaN, so that the assertion after it fails.
+pub fn max_rel_error<G: Dtype, W: Dtype>(got: &[G], want: &[W], floor: f64) -> f64 {
+    assert_eq!(got.len(), want.len(), "length");
+    got.iter().zip(want).fold(0.0, |worst, (g, w)| {
+        let (g, w) = (g.to_f64().unwrap(), w.to_f64().unwrap());
+        worse((g - w).abs() / w.abs().max(floor), worst)
+    })
+}
+
+/// The larger of two errors, NaN if either is (`f64::max` would drop it,
+/// and a NaN result would pass the test).
+pub fn worse(a: f64, b: f64) -> f64 {
+    if a.is_nan() || a > b {
+        a
+    } else {
+        b
     }
 }
 

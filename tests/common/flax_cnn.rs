@@ -1,12 +1,85 @@
-//! The Flax `lax.scan` fixture (`tests/fixtures/flax_cnn_scan5.json`) and its
-//! network, shared by `tests/scan_flax.rs` (Cpu) and `tests/cuda_scan.rs`
-//! (Cuda): include with `#[path = "common/flax_cnn.rs"] mod flax_cnn;` and
-//! instantiate the device-typed half with `flax_cnn::small_cnn_on!(Device)`.
+//! The CNN of the tests, written once (`seed_cnn!`), and the Flax
+//! `lax.scan` fixture (`tests/fixtures/flax_cnn_scan5.json`, written by
+//! `tests/python/make_flax_cnn_scan5.py`) with its network
+//! (`fixture_cnn!`), shared by `tests/scan_flax.rs` (Cpu),
+//! `tests/cuda_scan.rs` (Cuda), `tests/compact_cnn.rs`, `tests/train_cnn.rs`,
+//! `tests/cuda_train.rs` and `tests/profile.rs`: include with
+//! `#[path = "common/flax_cnn.rs"] mod flax_cnn;`, and instantiate the
+//! device-typed half of the fixture check with
+//! `flax_cnn::small_cnn_on!(Device)` (which needs
+//! `#[path = "common/fixture.rs"] mod fixture;` too).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
 use flaxen::prelude::*;
+
+/// Defines `pub struct $name`, the seed CNN in the DSL, on 1×`$hw`×`$hw`
+/// images: Conv `$c0` 3×3, relu, avg_pool 2/2, Conv `$c1` 3×3, relu,
+/// avg_pool 2/2, flatten, Dense `$d`, relu, Dense `$out` (Flax's defaults:
+/// SAME padding, biases). The tests train it at the seed's widths (32, 64,
+/// 256) and at the Flax fixture's (8, 16, 32); one definition keeps them
+/// the same network as the one Flax trained.
+#[allow(unused_macros)] // each test uses some of them
+macro_rules! seed_cnn {
+    ($(#[$attr:meta])* $name:ident: $hw:tt, conv($c0:tt, $c1:tt), dense($d:tt), out($out:tt)) => {
+        $(#[$attr])*
+        pub struct $name;
+
+        #[compact]
+        impl $name {
+            fn forward(x: Input<1, $hw, $hw>) {
+                let x = Conv(features = $c0, kernel_size = (3, 3))(x);
+                let x = relu(x);
+                let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+                let x = Conv(features = $c1, kernel_size = (3, 3))(x);
+                let x = relu(x);
+                let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+                let x = flatten(x);
+                let x = Dense(features = $d)(x);
+                let x = relu(x);
+                Dense(features = $out)(x)
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use seed_cnn;
+
+/// Defines `pub struct $name`, the network of the fixture: the seed CNN
+/// on 8×8 images at widths 8, 16, 32 (see `make_flax_cnn_scan5.py`).
+#[allow(unused_macros)] // each test uses some of them
+macro_rules! fixture_cnn {
+    ($name:ident) => {
+        flax_cnn::seed_cnn!(
+            /// The network of `tests/fixtures/flax_cnn_scan5.json`.
+            $name: 8, conv(8, 16), dense(32), out(10)
+        );
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use fixture_cnn;
+
+/// Defines `fn $name(state: $state, (x, y): $batch) -> ($state, Loss<f32,
+/// $dev>)`, the step the CNN tests train with, as a Flax user writes it:
+/// softmax cross-entropy with integer labels, then the optimizer's update.
+#[allow(unused_macros)] // each test uses some of them
+macro_rules! cross_entropy_step {
+    ($name:ident($state:ty, $batch:ty) on $dev:ty) => {
+        fn $name(mut state: $state, (x, y): $batch) -> ($state, Loss<f32, $dev>) {
+            let (loss, grads) = state
+                .value_and_grad(|model, tape| {
+                    let logits = model.forward(x.put_tape(tape));
+                    softmax_cross_entropy_with_integer_labels(logits, y).mean()
+                })
+                .expect("forward and backward pass");
+            state.apply_gradients(grads).expect("optimizer update");
+            (state, loss)
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use cross_entropy_step;
 
 #[derive(serde::Deserialize)]
 pub struct Arr {
@@ -50,34 +123,13 @@ pub fn to_map(f: &BTreeMap<String, Arr>) -> StateMap<f32> {
         .collect()
 }
 
-/// The largest `|a - b| / max(|b|, 1)`.
-pub fn worst(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-        .fold(0.0, f32::max)
-}
-
 /// Defines, for device `$dev`: the fixture's network `SmallCnn` in the DSL,
 /// its `CnnState` (TrainState + `adam(1e-3)`), `cnn_step`, `cnn_init`,
 /// `saved`, and `scan5_matches_flax`, the parity check itself.
+#[allow(unused_macros)] // each test uses some of them
 macro_rules! small_cnn_on {
     ($dev:ty) => {
-        /// The fixture's network.
-        pub struct SmallCnn;
-
-        #[compact]
-        impl SmallCnn {
-            fn forward(x: Input<1, 8, 8>) {
-                let x = relu(Conv(8, (3, 3))(x));
-                let x = avg_pool(x, (2, 2), strides = (2, 2));
-                let x = relu(Conv(16, (3, 3))(x));
-                let x = avg_pool(x, (2, 2), strides = (2, 2));
-                let x = relu(Dense(32)(flatten(x)));
-                Dense(10)(x)
-            }
-        }
+        flax_cnn::fixture_cnn!(SmallCnn);
 
         type CnnNet = <SmallCnn as BuildOnDevice<$dev, f32>>::Built;
         type CnnState = TrainState<CnnNet, flaxen::runtime::optim::Adam<f64>, f32, $dev>;
@@ -86,16 +138,7 @@ macro_rules! small_cnn_on {
             Tensor<Rank1<4>, usize, $dev>,
         );
 
-        fn cnn_step(mut state: CnnState, (x, y): CnnBatch) -> (CnnState, Loss<f32, $dev>) {
-            let (loss, grads) = state
-                .value_and_grad(|model, tape| {
-                    let logits = model.forward(x.put_tape(tape));
-                    softmax_cross_entropy_with_integer_labels(logits, y).mean()
-                })
-                .unwrap();
-            state.apply_gradients(grads).unwrap();
-            (state, loss)
-        }
+        flax_cnn::cross_entropy_step!(cnn_step(CnnState, CnnBatch) on $dev);
 
         /// The fixture's initial state on `dev`.
         fn cnn_init(dev: &$dev, f: &flax_cnn::Fixture) -> CnnState {
@@ -122,18 +165,16 @@ macro_rules! small_cnn_on {
             let ys: Tensor<Rank2<5, 4>, usize, $dev> = dev.tensor(f.labels.concat());
             let (state, losses) = scan!(5, cnn_step, state, (xs, ys));
 
-            let got = losses.array();
-            let lw = flax_cnn::worst(&got, &f.losses);
-            assert!(lw <= 1e-4, "losses {got:?} vs Flax {:?}", f.losses);
+            fixture::assert_rel("losses vs Flax", &losses.array(), &f.losses, 1e-4, 1.0);
             let got = saved(&state);
             for (k, want) in flax_cnn::to_map(&f.final_params) {
                 let g = &got[&k];
                 assert_eq!(g.shape, want.shape, "{k}");
-                let w = flax_cnn::worst(&g.data, &want.data);
-                assert!(w <= 1e-4, "{k}: worst relative error {w} vs Flax");
+                fixture::assert_rel(&format!("{k} vs Flax"), &g.data, &want.data, 1e-4, 1.0);
             }
             assert_eq!(state.step(), 5);
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use small_cnn_on;

@@ -1,7 +1,8 @@
 //! Finite differences (f64, central, step `1e-5`) and the tolerance the
 //! gradient checks hold analytic gradients to: `|analytic - numeric| <=
 //! 1e-6 * max(|numeric|, 1)`. Include with
-//! `#[path = "common/gradcheck.rs"] mod gradcheck;`.
+//! `#[path = "common/gradcheck.rs"] mod gradcheck;`, after
+//! `#[path = "common/fixture.rs"] mod fixture;`.
 #![allow(dead_code)]
 
 const EPS: f64 = 1e-5;
@@ -24,11 +25,5 @@ pub fn numeric_grad(mut f: impl FnMut(&[f64]) -> f64, at: &[f64]) -> Vec<f64> {
 
 /// `analytic` against `numeric`, element by element.
 pub fn assert_grad(what: &str, analytic: &[f64], numeric: &[f64]) {
-    assert_eq!(analytic.len(), numeric.len(), "{what}: length");
-    for (i, (a, n)) in analytic.iter().zip(numeric).enumerate() {
-        assert!(
-            (a - n).abs() <= 1e-6 * n.abs().max(1.0),
-            "{what}[{i}]: analytic {a}, numeric {n}"
-        );
-    }
+    crate::fixture::assert_rel(what, analytic, numeric, 1e-6, 1.0);
 }

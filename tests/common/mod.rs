@@ -8,6 +8,9 @@ use flaxen::runtime::optim::*;
 use flaxen::runtime::schedule::cosine_decay;
 use serde::Deserialize;
 
+mod fixture;
+use fixture::assert_rel;
+
 /// The Optax fixtures' parameter tree: `w` (3x4) and `b` (4).
 #[derive(Debug, Clone)]
 pub struct Wb<E: Dtype, D: Storage<E>> {
@@ -41,19 +44,6 @@ pub fn grads_of<E: Dtype, D: Device<E>>(model: &Wb<E, D>, gw: &[E], gb: &[E]) ->
     let (lw, tape) = lw.split_tape();
     let lb = (model.b.clone().put_tape(tape) * gb).sum();
     (lb + lw).backward()
-}
-
-/// `|a - b| <= rel * max(|b|, floor)` for every element.
-pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f32, floor: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rel * w.abs().max(floor);
-        assert!(
-            (g - w).abs() <= tol,
-            "{what}[{i}]: got {g}, want {w} (diff {}, tol {tol})",
-            (g - w).abs()
-        );
-    }
 }
 
 // ------------------------------------------------ Optax traces
@@ -129,14 +119,14 @@ fn run_path<D: Device<f32>, T: GradientTransformation<f32, D>>(
             apply_updates(&mut model, updates).unwrap();
         }
         let what = format!("{} step {} (fused: {fused})", case.name, step + 1);
-        assert_close(
+        assert_rel(
             &format!("{what} w"),
             &model.w.as_vec(),
             &want.w.data,
             1e-5,
             1e-2,
         );
-        assert_close(
+        assert_rel(
             &format!("{what} b"),
             &model.b.as_vec(),
             &want.b.data,

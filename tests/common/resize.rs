@@ -47,26 +47,6 @@ pub fn case(name: &str) -> Case {
         .unwrap_or_else(|| panic!("no resize case {name}"))
 }
 
-/// `|got - want| <= tol * max(|want|, 1)` for every element.
-pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "{what}[{i}]: got {g}, jax {w}"
-        );
-    }
-}
-
-/// The tolerance of a dtype: 1e-9 for f64, 1e-4 for f32.
-pub fn tol(bytes: usize) -> f64 {
-    if bytes == 8 {
-        1e-9
-    } else {
-        1e-4
-    }
-}
-
 /// Runs the fixture case `$name` through `Resize2D<3, H, W, OH, OW, M, AA>`
 /// on `$dev` in dtype `$e`.
 macro_rules! resize_case {
@@ -78,25 +58,15 @@ macro_rules! resize_case {
         assert_eq!(c.y.shape, [2, 3, $oh, $ow], "{}", $name);
         assert_eq!(c.antialias, $aa, "{}", $name);
         let dev = $dev;
-        let tol = resize_fixture::tol(core::mem::size_of::<$e>());
-        let cast = |v: &[f64]| v.iter().map(|&v| v as $e).collect::<Vec<$e>>();
-        let back = |v: Vec<$e>| v.into_iter().map(|v| v as f64).collect::<Vec<f64>>();
-        let x: Tensor<Rank4<2, 3, $h, $w>, $e, _> =
-            dev.tensor_from_vec(cast(&c.x.data), Default::default());
-        let r: Tensor<Rank4<2, 3, $oh, $ow>, $e, _> =
-            dev.tensor_from_vec(cast(&c.r.data), Default::default());
+        let x: Tensor<Rank4<2, 3, $h, $w>, $e, _> = crate::fixture::tensor(dev, &c.x);
+        let r: Tensor<Rank4<2, 3, $oh, $ow>, $e, _> = crate::fixture::tensor(dev, &c.r);
         let layer = Resize2D::<3, $h, $w, $oh, $ow, resize::$m, $aa>::default();
         let y = layer.forward(x.leaky_trace());
-        resize_fixture::assert_close(&format!("{} y", $name), &back(y.as_vec()), &c.y.data, tol);
+        crate::fixture::assert_flax(&format!("{} y", $name), &y.as_vec(), &c.y);
         let y0 = layer.forward(x.clone());
-        resize_fixture::assert_close(&format!("{} y, no tape", $name), &back(y0.as_vec()), &c.y.data, tol);
+        crate::fixture::assert_flax(&format!("{} y, no tape", $name), &y0.as_vec(), &c.y);
         let g = (y * r).sum().backward();
-        resize_fixture::assert_close(
-            &format!("{} grad x", $name),
-            &back(g.get(&x).as_vec()),
-            &c.grad_x.data,
-            tol,
-        );
+        crate::fixture::assert_flax(&format!("{} grad x", $name), &g.get(&x).as_vec(), &c.grad_x);
     }};
 }
 

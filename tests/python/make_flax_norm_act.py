@@ -3,7 +3,7 @@ and inference), LayerNorm, RMSNorm, GroupNorm, SelfAttention and the
 activations that `#[compact]` offers,
 forward values and gradients, in float64, for tests/layers_norm_act.rs.
 
-    pip install jax flax   # jax 0.10.2, flax 0.12.8 made the committed file
+    pip install -r tests/python/requirements.txt   # jax 0.10.2, flax 0.12.8
     python3 tests/python/make_flax_norm_act.py > tests/fixtures/flax_norm_act.json
 
 Layout is flaxen's (NCHW); Flax runs NHWC, so images are transposed in and

@@ -3,7 +3,7 @@ models call for upsampling, e.g. a U-Net decoder) with every method, up
 and down, odd and non-square sizes, with and without `antialias`, forward
 values and input gradients, in float64, for tests/layers_resize.rs.
 
-    pip install jax flax   # jax 0.10.2, flax 0.12.8 made the committed file
+    pip install -r tests/python/requirements.txt   # jax 0.10.2, flax 0.12.8
     python3 tests/python/make_flax_resize.py > tests/fixtures/flax_resize.json
 
 Layout is flaxen's (NCHW); the resize runs NHWC as a Flax model does, so

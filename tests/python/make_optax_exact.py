@@ -12,15 +12,10 @@ float64 with `jax_enable_x64` on. The two precisions run in separate
 processes because x64 is a process-wide JAX switch.
 
 Generated with Python 3, jax 0.10.2, jaxlib 0.10.2, optax 0.2.8, numpy
-(the venv at /tmp/h11b-venv): `python tests/python/make_optax_exact.py`.
+(see requirements.txt): `python tests/python/make_optax_exact.py [OUTDIR]`.
 """
 
-import json
-import os
-import subprocess
-import sys
-
-STEPS = 12
+from optax_trace import main, run_tree
 
 
 def cases(optax):
@@ -86,90 +81,13 @@ POISON = {
 }
 
 
-def arr(x):
-    x = x.__array__()
-    return {"shape": list(x.shape), "data": [float(v) for v in x.reshape(-1)]}
-
-
 def run(dtype_name):
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
     import optax
 
-    dtype = {"f32": jnp.float32, "f64": jnp.float64}[dtype_name]
-    out = []
-    for i, (name, tx) in enumerate(cases(optax).items()):
-        rng = np.random.default_rng(1000 + i)
-        params = {
-            "w": jnp.asarray(rng.normal(size=(5, 3)), dtype),
-            "b": jnp.asarray(rng.normal(size=(7,)), dtype),
-        }
-        init = {k: arr(v) for k, v in params.items()}
-        state = tx.init(params)
-        grads_seq, after = [], []
-        for step in range(STEPS):
-            # Mixed magnitudes: the second moment sees both tiny and large
-            # gradients, and a few exact zeros.
-            scale = 10.0 ** rng.integers(-3, 2, size=1)[0]
-            grads = {
-                "w": jnp.asarray(rng.normal(size=(5, 3)) * scale, dtype),
-                "b": jnp.asarray(rng.normal(size=(7,)) * scale, dtype).at[step % 7].set(0),
-            }
-            saved_grads = grads
-            poison = POISON.get(name, {}).get(step)
-            if poison is not None:
-                leaf, idx, value = poison
-                flat = grads[leaf].reshape(-1).at[idx].set(float(value))
-                grads = dict(grads, **{leaf: flat.reshape(grads[leaf].shape)})
-            updates, state = tx.update(grads, state, params)
-            params = optax.apply_updates(params, updates)
-            grads_seq.append({k: arr(v) for k, v in saved_grads.items()})
-            after.append({k: arr(v) for k, v in params.items()})
-        suffix = "" if dtype_name == "f32" else "_f64"
-        out.append(
-            {
-                "name": name + suffix,
-                "dtype": dtype_name,
-                "init": init,
-                "grads": grads_seq,
-                "params_after_each_step": after,
-                "poison": [[st, *p] for st, p in sorted(POISON.get(name, {}).items())],
-            }
-        )
-    return out
-
-
-def main():
-    if len(sys.argv) == 2:
-        if sys.argv[1] == "f64":
-            import jax
-
-            jax.config.update("jax_enable_x64", True)
-        json.dump(run(sys.argv[1]), sys.stdout)
-        return
-    import jax
-    import optax
-
-    all_cases = []
-    for dt in ["f32", "f64"]:
-        res = subprocess.run(
-            [sys.executable, __file__, dt], check=True, capture_output=True, text=True
-        )
-        all_cases += json.loads(res.stdout)
-    about = (
-        f"Parameters after each optimizer step, from optax {optax.__version__} "
-        f"(jax {jax.__version__}); see tests/python/make_optax_exact.py. "
-        "Param tree: w (5x3), b (7). f32 cases ran with jax_enable_x64 off, "
-        "_f64 cases with it on."
+    return run_tree(
+        cases(optax), {"w": (5, 3), "b": (7,)}, 1000, dtype_name, zeros={"b": 7}, poison=POISON
     )
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "fixtures", "optax_exact.json")
-    with open(path, "w") as f:
-        json.dump({"about": about, "cases": all_cases}, f)
-        f.write("\n")
-    print(f"wrote {len(all_cases)} cases to {path}")
 
 
 if __name__ == "__main__":
-    main()
+    main(__file__, "optax_exact.json", run, "w (5x3), b (7)")
