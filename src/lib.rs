@@ -385,7 +385,8 @@ pub use flaxen_runtime::interop;
 ///   `Mask<..>` and `Param<..>` are syntax that `#[compact]` reads, not
 ///   Rust items, so nothing is imported for them.)
 /// - **Tensors and devices** from dfdx: [`Tensor`](dfdx::tensor::Tensor),
-///   the shapes `Rank0`–`Rank4`, [`Const`](dfdx::shapes::Const) and the
+///   the shapes `Rank0`–`Rank5` (`Rank5` holds a `scan!` stack of image
+///   batches), [`Const`](dfdx::shapes::Const) and the
 ///   shape traits, the devices ([`AutoDevice`](dfdx::tensor::AutoDevice),
 ///   [`Cpu`](dfdx::tensor::Cpu), `Cuda` with the `cuda` feature), the tape
 ///   types, the traits whose methods a training program calls (building a
@@ -414,7 +415,8 @@ pub mod prelude {
         NumParams, ResetParams, SaveToSafetensors, TensorCollection, ToDevice, ToDtype, ZeroGrads,
     };
     pub use flaxen_runtime::dfdx::shapes::{
-        Axis, Const, ConstShape, Dim, Dtype, HasShape, Rank0, Rank1, Rank2, Rank3, Rank4, Shape,
+        Axis, Const, ConstShape, Dim, Dtype, HasShape, Rank0, Rank1, Rank2, Rank3, Rank4, Rank5,
+        Shape,
     };
     #[cfg(feature = "cuda")]
     pub use flaxen_runtime::dfdx::tensor::Cuda;

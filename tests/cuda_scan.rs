@@ -34,6 +34,7 @@
 #![cfg(feature = "cuda")]
 
 use flaxen::prelude::*;
+use flaxen::runtime::scan::Stacked;
 
 // ------------------------------------------- 1. MLP, scan! == plain, exact
 

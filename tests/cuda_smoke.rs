@@ -12,8 +12,10 @@
 //! for building it on a machine without CUDA and running it on a lent GPU.
 #![cfg(feature = "cuda")]
 
+use flaxen::dfdx::nn::builders::{Linear, ReLU};
 use flaxen::dfdx::nn::ToDevice;
-use flaxen::dfdx::optim::{Adam, AdamConfig};
+use flaxen::dfdx::optim::{Adam, AdamConfig, Optimizer};
+use flaxen::dfdx::tensor_ops::{RealizeTo, TryConcatAlong, TryStack};
 use flaxen::prelude::*;
 
 #[path = "common/cuda.rs"]
