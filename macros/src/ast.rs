@@ -3,7 +3,7 @@
 //! underlines a whole range on stable Rust, where one joined `Span` is not
 //! available).
 
-use crate::symbol::{CellKind, LayerKind, OpKind};
+use crate::symbol::{CellKind, LayerKind, OpKind, TransformKind};
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 
@@ -317,6 +317,18 @@ pub enum Expr {
         /// The whole call.
         tokens: TokenStream,
     },
+    /// `remat(Block(..))(x)`: a transform of a layer call.
+    Transform {
+        /// The transform.
+        kind: TransformKind,
+        /// The transformed call, an [`Expr::Call`] with its inputs
+        /// (`Block(..)(x)`).
+        call: Box<Expr>,
+        /// `remat(Block(..))`, for messages about the transform.
+        word: TokenStream,
+        /// The whole expression.
+        tokens: TokenStream,
+    },
     /// `if cond { .. } else { .. }`, decided when the macro expands.
     If {
         /// The condition.
@@ -354,6 +366,7 @@ impl Expr {
             | Expr::Field { tokens: t, .. }
             | Expr::Index { tokens: t, .. }
             | Expr::Call { tokens: t, .. }
+            | Expr::Transform { tokens: t, .. }
             | Expr::If { tokens: t, .. }
             | Expr::Match { tokens: t, .. }
             | Expr::Block(_, t) => t.clone(),

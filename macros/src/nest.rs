@@ -81,6 +81,7 @@ fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
                 .chain(inputs.iter().flatten())
                 .for_each(|a| expr(&a.value, out));
         }
+        Expr::Transform { call, .. } => expr(call, out),
         Expr::If {
             cond, then, els, ..
         } => {

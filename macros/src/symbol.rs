@@ -126,6 +126,15 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// Lifted transforms of a layer call, `transform(Layer(args))(x)`
+    /// (Flax's `nn.remat(Layer)(args)(x)`).
+    pub enum TransformKind {
+        /// `remat(Block(..))(x)`: recompute the block in the backward pass
+        Remat => "remat",
+    }
+}
+
+vocabulary! {
     /// Recurrent cells, the argument of `RNN(..)`.
     pub enum CellKind {
         /// `LSTMCell(features)`
@@ -190,6 +199,10 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "a recurrent layer is `RNN(LSTMCell(features))(x)` (or `GRUCell`, `SimpleCell`) on `[seq, features]`",
             None,
         ),
+        "checkpoint" | "Checkpoint" | "checkpoint_name" => (
+            "rematerialisation (`jax.checkpoint`) of a block is `remat(Block(..))(x)`",
+            None,
+        ),
         "Bidirectional"
         | "Einsum"
         | "InstanceNorm"
@@ -232,12 +245,15 @@ pub fn nearest_word(word: &str) -> Option<&'static str> {
     nearest(word, LayerKind::NAMES)
         .or_else(|| nearest(word, OpKind::NAMES))
         .or_else(|| nearest(word, CellKind::NAMES))
+        .or_else(|| nearest(word, TransformKind::NAMES))
 }
 
 /// How a vocabulary word is called: `` `Dense(..)(x)` `` or `` `relu(x)` ``.
 pub fn call_form(word: &str) -> String {
     if CellKind::from_name(word).is_some() {
         format!("`RNN({word}(..))(x)`")
+    } else if TransformKind::from_name(word).is_some() {
+        format!("`{word}(Block(..))(x)`")
     } else if LayerKind::from_name(word).is_some() {
         format!("`{word}(..)(x)`")
     } else {

@@ -268,6 +268,69 @@ fn enter_slow(name: &'static str, block: bool) -> Option<Span> {
         .flatten()
 }
 
+/// Where calls are being named: the profiler run and the innermost block.
+/// Not public API.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Scope {
+    session: u64,
+    parent: u32,
+}
+
+/// The scope calls made now are named in, for [`reenter`]. Not public API.
+#[doc(hidden)]
+pub fn scope() -> Option<Scope> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    RECORDER
+        .try_with(|r| {
+            let r = r.borrow();
+            let rec = r.as_ref().filter(|rec| rec.paused_since.is_none())?;
+            Some(Scope {
+                session: rec.session,
+                parent: rec.prefix.last().copied().unwrap_or(ROOT),
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Runs `f` with its calls named as in `scope`, which [`scope`] captured
+/// earlier: a remat block's recomputation, in the backward pass, records
+/// its layers under the block's name (`block_0.conv_0`), as its forward
+/// pass did. Not public API.
+#[doc(hidden)]
+pub fn reenter<R>(scope: Option<Scope>, f: impl FnOnce() -> R) -> R {
+    struct Pop(Option<u64>);
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            if let Some(session) = self.0 {
+                let _ = RECORDER.try_with(|r| {
+                    if let Some(rec) = r.borrow_mut().as_mut() {
+                        if rec.session == session {
+                            rec.prefix.pop();
+                        }
+                    }
+                });
+            }
+        }
+    }
+    let pushed = scope.filter(|s| s.parent != ROOT).and_then(|s| {
+        RECORDER
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let rec = r.as_mut().filter(|rec| rec.session == s.session)?;
+                rec.prefix.push(s.parent);
+                Some(s.session)
+            })
+            .ok()
+            .flatten()
+    });
+    let _pop = Pop(pushed);
+    f()
+}
+
 /// Puts the "backward ends" marker on a call's (first) input. Not public
 /// API.
 #[doc(hidden)]

@@ -281,6 +281,12 @@ impl Checker<'_> {
                 inputs,
                 tokens,
             } => self.call(callee, name, args, inputs.as_deref(), tokens),
+            Expr::Transform {
+                kind,
+                call,
+                word,
+                tokens,
+            } => self.transform(*kind, call, word, tokens),
             Expr::If {
                 then,
                 els: None,

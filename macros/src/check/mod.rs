@@ -14,6 +14,7 @@
 mod call;
 mod eval;
 mod fuse;
+mod transform;
 
 use crate::ast::{Arith, Elem, Model};
 use crate::ctxt::Ctxt;

@@ -4,7 +4,6 @@ use crate::ast::Arith;
 use crate::ast::Elem;
 use crate::check::{Kind, Plan};
 use crate::gen::Mode;
-use crate::layers::Layer;
 use crate::ops::Io;
 use crate::paths;
 use proc_macro2::TokenStream;
@@ -205,7 +204,7 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
             }
             Kind::Field { field, .. } => {
                 let f = &plan.fields[*field];
-                (f.name.to_string(), matches!(f.layer, Layer::Nested(_)))
+                (f.name.to_string(), f.layer.is_block())
             }
             Kind::Op { op, .. } => (counted(op.word()), false),
             Kind::Binary(op, ..) | Kind::Scalar { op, .. } => {

@@ -25,8 +25,10 @@ use crate::args::{Bound, Sig};
 use crate::ast::Elem;
 use crate::ctxt::Ctxt;
 use crate::ops::Op;
+use crate::paths;
 use crate::symbol::LayerKind;
 use proc_macro2::TokenStream;
+use quote::quote;
 
 pub use crate::rules::Site;
 pub use nested::Nested;
@@ -57,6 +59,8 @@ pub enum Layer {
     Rnn(rnn::Rnn),
     /// Another `#[compact]` model, instantiated for this call.
     Nested(Nested),
+    /// `remat(..)` of a layer or nested model: the runtime's `Remat`.
+    Remat(Box<Layer>),
 }
 
 /// What checking a layer call gives.
@@ -206,6 +210,10 @@ impl Layer {
             Layer::Embed(l) => l.ty(),
             Layer::Rnn(l) => l.ty(),
             Layer::Nested(l) => l.ty(),
+            Layer::Remat(l) => {
+                let (rt, inner) = (paths::layers(), l.ty());
+                quote!(#rt::Remat<#inner>)
+            }
         }
     }
 
@@ -218,6 +226,14 @@ impl Layer {
             Layer::RmsNorm(l) => l.init(),
             Layer::GroupNorm(l) => l.init(),
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.init(),
+            // The same settings, on the wrapped layer.
+            Layer::Remat(l) => {
+                let stmts = l.init();
+                match stmts.is_empty() {
+                    true => stmts,
+                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
+                }
+            }
             Layer::Dense(_)
             | Layer::Conv(_)
             | Layer::ConvTranspose(_)
@@ -241,6 +257,7 @@ impl Layer {
             Layer::Embed(l) => l.params(),
             Layer::Rnn(l) => l.params(),
             Layer::Nested(l) => l.params,
+            Layer::Remat(l) => l.params(),
         }
     }
 
@@ -265,6 +282,33 @@ impl Layer {
             Layer::Embed(l) => l.doc(),
             Layer::Rnn(l) => l.doc(),
             Layer::Nested(l) => format!("`{}`", l.path),
+            Layer::Remat(l) => format!("`remat` of {}", l.doc()),
+        }
+    }
+
+    /// Whether the profiler names the calls inside it under its name (a
+    /// nested model, also under `remat`).
+    pub fn is_block(&self) -> bool {
+        match self {
+            Layer::Nested(_) => true,
+            Layer::Remat(l) => l.is_block(),
+            _ => false,
+        }
+    }
+
+    /// What in the layer draws random numbers when training (attention
+    /// dropout), for `remat`'s refusal; nested models are searched by the
+    /// checker, which holds their plans.
+    pub fn stochastic(&self) -> Option<String> {
+        match self {
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) if l.dropout_rate() > 0.0 => {
+                Some(format!(
+                    "attention dropout (`dropout_rate = {}`)",
+                    l.dropout_rate()
+                ))
+            }
+            Layer::Remat(l) => l.stochastic(),
+            _ => None,
         }
     }
 }

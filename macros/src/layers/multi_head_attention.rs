@@ -93,6 +93,11 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
 }
 
 impl Attention {
+    /// The attention weights' dropout rate (0 when off).
+    pub fn dropout_rate(&self) -> f64 {
+        self.dropout
+    }
+
     pub fn ty(&self) -> TokenStream {
         let l = paths::layers();
         let (fq, fkv) = (lit(self.q_features), lit(self.kv_features));

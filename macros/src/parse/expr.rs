@@ -2,7 +2,7 @@
 
 use crate::ast::{Arg, Arm, BinOp, Block, Callee, Expr, Lit, Stmt, UnOp};
 use crate::ctxt::Ctxt;
-use crate::symbol::{self, CellKind, LayerKind, OpKind};
+use crate::symbol::{self, CellKind, LayerKind, OpKind, TransformKind};
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::{Error, Result};
@@ -196,7 +196,7 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
     })
 }
 
-fn strip(e: &syn::Expr) -> &syn::Expr {
+pub(super) fn strip(e: &syn::Expr) -> &syn::Expr {
     match e {
         syn::Expr::Paren(p) => strip(&p.expr),
         syn::Expr::Group(g) => strip(&g.expr),
@@ -264,7 +264,7 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
     }
 }
 
-fn both<A, B>(a: Result<A>, b: Result<B>) -> Result<(A, B)> {
+pub(super) fn both<A, B>(a: Result<A>, b: Result<B>) -> Result<(A, B)> {
     match (a, b) {
         (Ok(a), Ok(b)) => Ok((a, b)),
         (Err(mut a), Err(b)) => {
@@ -329,7 +329,7 @@ fn binop(op: syn::BinOp) -> Result<BinOp> {
 
 /// `x.reshape(..)`, `nn.relu(x)`, `x.mean()`: always an error, saying the
 /// flaxen spelling.
-fn method_call(m: &syn::ExprMethodCall) -> Error {
+pub(super) fn method_call(m: &syn::ExprMethodCall) -> Error {
     let method = m.method.to_string();
     if let syn::Expr::Path(p) = strip(&m.receiver) {
         if let Some(prefix) = p
@@ -353,8 +353,22 @@ fn method_call(m: &syn::ExprMethodCall) -> Error {
     Error::new_spanned(&m.method, msg)
 }
 
+/// The transform `func` names, if it is the bare word (`remat`).
+pub(super) fn transform(func: &syn::Expr) -> Option<TransformKind> {
+    match strip(func) {
+        syn::Expr::Path(p) if p.qself.is_none() => p
+            .path
+            .get_ident()
+            .and_then(|i| TransformKind::from_name(&i.to_string())),
+        _ => None,
+    }
+}
+
 /// The message for `nn.Dense`, `jnp.mean`, `nn::relu`.
 fn prefix_message(prefix: &str, word: &str) -> String {
+    if TransformKind::from_name(word).is_some() {
+        return format!("drop the `{prefix}.` prefix: flaxen's `{word}` is a plain name, and it takes the block built with its arguments, then the block's input: `{word}(Block(..))(x)`");
+    }
     match (LayerKind::from_name(word), OpKind::from_name(word)) {
         (Some(_), _) => format!("drop the `{prefix}.` prefix: flaxen's layers are plain names, `{word}(..)(x)`"),
         (_, Some(_)) => format!("drop the `{prefix}.` prefix: flaxen's ops are plain names, `{word}(x, ..)`"),
@@ -368,7 +382,9 @@ fn prefix_message(prefix: &str, word: &str) -> String {
     }
 }
 
-fn parse_args(args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) -> Result<Vec<Arg>> {
+pub(super) fn parse_args(
+    args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+) -> Result<Vec<Arg>> {
     let mut cx = Ctxt::new();
     let mut out = Vec::new();
     for a in args {
@@ -396,7 +412,7 @@ fn parse_args(args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) -> 
 }
 
 /// The callee of `Layer(..)(x)` (`applied`) or of `op(x, ..)`.
-fn callee(path: &syn::Path, applied: bool) -> Callee {
+pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
     let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     let last = segs.last().cloned().unwrap_or_default();
     if segs.len() > 1 {
@@ -467,11 +483,19 @@ fn callee(path: &syn::Path, applied: bool) -> Callee {
 fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
     let tokens = c.to_token_stream();
     match strip(&c.func) {
+        // `remat(Block(..))(inputs)`
+        syn::Expr::Call(inner) if transform(&inner.func).is_some() => {
+            super::transform::parse(inner, c)
+        }
         // `Layer(args)(inputs)`
         syn::Expr::Call(inner) => {
             let path = match strip(&inner.func) {
                 syn::Expr::Path(p) if p.qself.is_none() => p.path.clone(),
                 syn::Expr::MethodCall(m) => return Err(method_call(m)),
+                // Flax's `nn.remat(Block)(args)(x)`.
+                syn::Expr::Call(t) if transform(&t.func).is_some() => {
+                    return Err(super::transform::flax_form(t, inner, c))
+                }
                 other => {
                     return Err(Error::new_spanned(
                         other,
@@ -503,6 +527,9 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
                 .last()
                 .map(|s| s.ident.to_string())
                 .unwrap_or_default();
+            if let Some(kind) = transform(&c.func) {
+                return Err(super::transform::not_applied(kind, c));
+            }
             if c.args.is_empty() {
                 let msg = if last.starts_with(char::is_uppercase) {
                     format!("`{last}()` builds a layer; apply it to its input: `{last}()(x)`")

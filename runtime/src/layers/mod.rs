@@ -49,6 +49,7 @@ mod mask;
 mod norm;
 mod pool;
 mod relu;
+mod remat;
 pub mod resize;
 mod rnn;
 
@@ -68,6 +69,7 @@ pub use mask::{AttentionMask, CausalMask, CombineMasks};
 pub use norm::{BatchNorm, GroupNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
+pub use remat::{Remat, TapedTensor};
 pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
 
@@ -80,6 +82,7 @@ pub mod builder {
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::embed::builder::Embed;
     pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
+    pub use super::remat::Remat;
     pub use super::rnn::builder::{GruCell, LstmCell, Rnn, SimpleCell};
 }
 

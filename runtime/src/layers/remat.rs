@@ -1,0 +1,407 @@
+//! [`Remat`]: Flax's `nn.remat` (`jax.checkpoint`) for dfdx modules, trading
+//! compute for memory: a block's activations are dropped after its forward
+//! pass and recomputed from its input in the backward pass.
+//!
+//! dfdx records a backward op per tensor op, and each op's closure keeps the
+//! tensors its gradient needs: a deep network holds every block's
+//! activations until `backward`. Under [`Remat`] a block keeps only its
+//! input; its one backward op on the outer tape runs the block again on a
+//! tape of its own, backpropagates the output's gradient through it and
+//! hands the gradients of the input and of the parameters to the outer
+//! pass. dfdx also keeps every intermediate gradient until a backward pass
+//! ends; the recomputation's are freed when its op returns.
+
+use std::any::TypeId;
+
+use dfdx::nn::tensor_collection::{ModuleFields, RecursiveWalker, TensorVisitor, ViewTensorRef};
+use dfdx::nn::{
+    BuildOnDevice, Module, ModuleMut, ModuleVisitor, ScalarOptions, TensorCollection, TensorOptions,
+};
+use dfdx::prelude::*;
+use dfdx::tensor::{Gradients, Trace};
+use num_traits::NumCast;
+
+use crate::profile;
+
+/// A block whose activations are recomputed in the backward pass instead of
+/// kept: Flax's `nn.remat(Block)` (`jax.checkpoint`).
+///
+/// - **Values and gradients** are those of the block itself, bit for bit:
+///   the backward pass runs the same ops on the same input and parameters,
+///   and the output's gradient is handed to the recomputation as it is (no
+///   `(y * dy).sum()` rounding). The block's parameter and input gradients
+///   accumulate into the outer ones in the order the plain block's would.
+/// - **Parameter keys** are the block's own: `Remat` adds no level to
+///   [`TensorCollection`] paths, so `Remat<M>` and `M` read and write the
+///   same checkpoints, and optimizers, `zero_grads`, `to_device` see the
+///   block's tensors.
+/// - **Modes** follow the block: `forward` and `forward_mut` without a tape
+///   are the block's own calls (inference saves nothing anyway); with an
+///   [`OwnedTape`] the block runs as it would on a tape (so `BatchNorm`
+///   normalises with batch statistics) and its tape is dropped when the
+///   block returns, so at most one block's activations are alive at once.
+/// - **`BatchNorm` statistics** are updated exactly once per call, by the
+///   forward pass: the recomputation runs on a snapshot of the block taken
+///   before the call (tensor clones share storage and ids, so the snapshot
+///   costs no copy), whose copy-on-write running statistics are discarded.
+/// - **Dropout is refused**: the recomputation must draw the same random
+///   numbers as the forward pass, and dfdx's `Dropout` draws from the
+///   device's generator, which moves on. A block under `Remat` must be a
+///   function of its input and parameters; `#[compact]` refuses
+///   `remat(..)` of a block that applies `Dropout` or attention dropout.
+///   In debug builds on the CPU each recomputation is checked against the
+///   forward pass's output and a mismatch panics (its gradient would be
+///   wrong).
+///
+/// The cost is one more forward pass of the block per training step.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::Remat;
+///
+/// type Block = (Linear<8, 32>, ReLU, Linear<32, 8>);
+/// let dev: Cpu = Default::default();
+/// let plain = dev.build_module::<Block, f64>();
+/// let remat = Remat::new(plain.clone());
+/// let x: Tensor<Rank2<4, 8>, f64, _> = dev.sample_normal();
+///
+/// let g1 = plain.forward(x.trace(plain.alloc_grads())).square().sum().backward();
+/// let g2 = remat.forward(x.trace(remat.alloc_grads())).square().sum().backward();
+/// assert_eq!(g1.get(&plain.0.weight).as_vec(), g2.get(&remat.inner.0.weight).as_vec());
+///
+/// // The block's checkpoint keys.
+/// use flaxen_runtime::checkpoint::save_module_state;
+/// let (mut a, mut b) = (Default::default(), Default::default());
+/// save_module_state(&plain, "", &mut a);
+/// save_module_state(&remat, "", &mut b);
+/// assert!(a.keys().eq(b.keys()));
+/// assert!(b.contains_key("2.weight"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Remat<M> {
+    /// The block.
+    pub inner: M,
+}
+
+impl<M> Remat<M> {
+    /// Wraps a built block.
+    pub fn new(inner: M) -> Self {
+        Remat { inner }
+    }
+}
+
+/// A tensor on an [`OwnedTape`]: what a block under [`Remat`] returns when
+/// it is called on a taped input. Implemented for every
+/// `Tensor<S, E, D, OwnedTape<E, D>>`, and sealed.
+pub trait TapedTensor<E: Dtype, D: Device<E>>: Sized + sealed::Sealed {
+    /// The tensor's shape.
+    type Shape: Shape;
+    /// The tensor and its tape.
+    fn into_parts(self) -> (Tensor<Self::Shape, E, D>, OwnedTape<E, D>);
+    /// The tensor on `tape`.
+    fn from_parts(t: Tensor<Self::Shape, E, D>, tape: OwnedTape<E, D>) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<S, E, D: dfdx::tensor::Storage<E>> Sealed
+        for dfdx::tensor::Tensor<S, E, D, dfdx::tensor::OwnedTape<E, D>>
+    where
+        S: dfdx::shapes::Shape,
+    {
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>> TapedTensor<E, D> for Tensor<S, E, D, OwnedTape<E, D>> {
+    type Shape = S;
+    fn into_parts(self) -> (Tensor<S, E, D>, OwnedTape<E, D>) {
+        self.split_tape()
+    }
+    fn from_parts(t: Tensor<S, E, D>, tape: OwnedTape<E, D>) -> Self {
+        t.put_tape(tape)
+    }
+}
+
+impl<D: Device<E>, E: Dtype, B: BuildOnDevice<D, E>> BuildOnDevice<D, E> for Remat<B> {
+    type Built = Remat<B::Built>;
+}
+
+impl<E: Dtype, D: Device<E>, M: TensorCollection<E, D>> TensorCollection<E, D> for Remat<M> {
+    type To<E2: Dtype, D2: Device<E2>> = Remat<M::To<E2, D2>>;
+
+    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+        visitor: &mut V,
+    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+        let inner = M::iter_tensors(&mut Transparent { outer: visitor })?;
+        Ok(inner.map(|inner| Remat { inner }))
+    }
+}
+
+/// Visits `M`'s fields as fields of `Remat<M>` under their own names, so
+/// that `Remat` adds no level to the paths (a `visit_module("", ..)` would
+/// give `block_0..conv_0`).
+struct Transparent<'a, V> {
+    outer: &'a mut V,
+}
+
+impl<M, E, D, V> ModuleVisitor<M, E, D> for Transparent<'_, V>
+where
+    M: TensorCollection<E, D>,
+    E: Dtype,
+    D: Device<E>,
+    V: ModuleVisitor<Remat<M>, E, D>,
+{
+    type Err = V::Err;
+    type E2 = V::E2;
+    type D2 = V::D2;
+
+    fn visit_module<Field, GetRef, GetMut>(
+        &mut self,
+        name: &str,
+        mut get_refs: GetRef,
+        mut get_muts: GetMut,
+    ) -> Result<Option<Field::To<Self::E2, Self::D2>>, Self::Err>
+    where
+        GetRef: FnMut(&M) -> &Field,
+        GetMut: FnMut(&mut M) -> &mut Field,
+        Field: TensorCollection<E, D>,
+    {
+        self.outer
+            .visit_module(name, |r| get_refs(&r.inner), |r| get_muts(&mut r.inner))
+    }
+
+    fn visit_tensor<S: Shape, GetRef, GetMut>(
+        &mut self,
+        name: &str,
+        mut get_refs: GetRef,
+        mut get_muts: GetMut,
+        opts: TensorOptions<S, E, D>,
+    ) -> Result<Option<Tensor<S, Self::E2, Self::D2>>, Self::Err>
+    where
+        GetRef: FnMut(&M) -> &Tensor<S, E, D>,
+        GetMut: FnMut(&mut M) -> &mut Tensor<S, E, D>,
+    {
+        self.outer.visit_tensor(
+            name,
+            |r| get_refs(&r.inner),
+            |r| get_muts(&mut r.inner),
+            opts,
+        )
+    }
+
+    fn visit_scalar<N, GetRef, GetMut>(
+        &mut self,
+        name: &str,
+        mut get_refs: GetRef,
+        mut get_muts: GetMut,
+        opts: ScalarOptions<N>,
+    ) -> Result<Option<N>, Self::Err>
+    where
+        N: NumCast,
+        GetRef: FnMut(&M) -> &N,
+        GetMut: FnMut(&mut M) -> &mut N,
+    {
+        self.outer.visit_scalar(
+            name,
+            |r| get_refs(&r.inner),
+            |r| get_muts(&mut r.inner),
+            opts,
+        )
+    }
+
+    fn visit_fields<F: ModuleFields<M, E, D>>(
+        &mut self,
+        fields: F,
+        builder: impl FnOnce(F::Output<Self::E2, Self::D2>) -> M::To<Self::E2, Self::D2>,
+    ) -> Result<Option<M::To<Self::E2, Self::D2>>, Self::Err> {
+        let options = fields.visit_fields(self)?;
+        Ok(F::handle_options(options).map(builder))
+    }
+}
+
+// Without a tape the block saves nothing: its own calls.
+
+impl<S: Shape, E: Dtype, D: Device<E>, M> Module<Tensor<S, E, D, NoneTape>> for Remat<M>
+where
+    M: Module<Tensor<S, E, D, NoneTape>>,
+{
+    type Output = M::Output;
+    type Error = M::Error;
+
+    fn try_forward(&self, x: Tensor<S, E, D, NoneTape>) -> Result<Self::Output, M::Error> {
+        self.inner.try_forward(x)
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>, M> ModuleMut<Tensor<S, E, D, NoneTape>> for Remat<M>
+where
+    M: ModuleMut<Tensor<S, E, D, NoneTape>>,
+{
+    type Output = M::Output;
+    type Error = M::Error;
+
+    fn try_forward_mut(&mut self, x: Tensor<S, E, D, NoneTape>) -> Result<Self::Output, M::Error> {
+        self.inner.try_forward_mut(x)
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>, M> Module<Tensor<S, E, D, OwnedTape<E, D>>> for Remat<M>
+where
+    M: Module<Tensor<S, E, D, OwnedTape<E, D>>, Error = D::Err>
+        + TensorCollection<E, D>
+        + Clone
+        + 'static,
+    M::Output: TapedTensor<E, D>,
+{
+    type Output = M::Output;
+    type Error = D::Err;
+
+    fn try_forward(&self, x: Tensor<S, E, D, OwnedTape<E, D>>) -> Result<M::Output, D::Err> {
+        let snapshot = self.inner.clone();
+        checkpointed(
+            snapshot,
+            x,
+            |x| self.inner.try_forward(x),
+            |m, x| m.try_forward(x),
+        )
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>, M> ModuleMut<Tensor<S, E, D, OwnedTape<E, D>>> for Remat<M>
+where
+    M: ModuleMut<Tensor<S, E, D, OwnedTape<E, D>>, Error = D::Err>
+        + TensorCollection<E, D>
+        + Clone
+        + 'static,
+    M::Output: TapedTensor<E, D>,
+{
+    type Output = M::Output;
+    type Error = D::Err;
+
+    fn try_forward_mut(
+        &mut self,
+        x: Tensor<S, E, D, OwnedTape<E, D>>,
+    ) -> Result<M::Output, D::Err> {
+        // Taken before the call: the forward pass is the one that updates
+        // running statistics.
+        let snapshot = self.inner.clone();
+        checkpointed(
+            snapshot,
+            x,
+            |x| self.inner.try_forward_mut(x),
+            |m, x| m.try_forward_mut(x),
+        )
+    }
+}
+
+/// Runs `first` on `x` with a tape that is dropped when it returns, and
+/// registers on `x`'s tape the op that reruns the block (`again` on
+/// `snapshot`) in the backward pass.
+fn checkpointed<S, E, D, M, Y>(
+    snapshot: M,
+    x: Tensor<S, E, D, OwnedTape<E, D>>,
+    first: impl FnOnce(Tensor<S, E, D, OwnedTape<E, D>>) -> Result<Y, D::Err>,
+    again: impl FnOnce(&mut M, Tensor<S, E, D, OwnedTape<E, D>>) -> Result<Y, D::Err> + 'static,
+) -> Result<Y, D::Err>
+where
+    S: Shape,
+    E: Dtype,
+    D: Device<E>,
+    M: TensorCollection<E, D> + 'static,
+    Y: TapedTensor<E, D>,
+{
+    let (x, mut tape) = x.split_tape();
+    // The block's calls are named under the block that holds this one;
+    // the recomputation names its calls the same way.
+    let scope = profile::scope();
+    // A tape, not none: a block runs as in training (`BatchNorm` on batch
+    // statistics), and its backward ops, with the activations they hold,
+    // go when this tape does.
+    let (y, activations) = first(x.clone().put_tape(OwnedTape::default()))?.into_parts();
+    drop(activations);
+    let check = digest(&y);
+    let y_ghost = y.ghost();
+    tape.add_backward_op(move |grads| {
+        let mut snapshot = snapshot;
+        let dy = grads.get_or_alloc_mut(&y_ghost)?.clone();
+        // The outer accumulators of the input's and the parameters'
+        // gradients move into the recomputation's gradients and back, so
+        // its ops add into them exactly as the plain block's ops would.
+        let mut local = Gradients::leaky();
+        exchange(grads, &mut local, &x, &snapshot)?;
+        let again_x = Trace::<E, D>::traced(x.clone(), local);
+        let (y2, mut t2) = profile::reenter(scope, || again(&mut snapshot, again_x))?.into_parts();
+        if let (Some(a), Some(b)) = (check, digest(&y2)) {
+            assert_eq!(
+                a, b,
+                "Remat: the block's recomputation in the backward pass gave another output \
+                 than its forward pass, so its gradients would be wrong; a block under Remat \
+                 must be a function of its input and parameters (no Dropout)"
+            );
+        }
+        // The output's gradient, as it is, seeds the recomputation's
+        // backward pass: this op runs before the block's own ops.
+        let y2_ghost = y2.ghost();
+        t2.add_backward_op(move |g| {
+            *g.get_or_alloc_mut(&y2_ghost)? = dy;
+            Ok(())
+        });
+        let dev = x.device().clone();
+        let seed: Tensor<Rank0, E, D> = dev.try_zeros()?;
+        let mut local = seed.put_tape(t2).try_backward()?;
+        exchange(grads, &mut local, &x, &snapshot)
+    });
+    Ok(Y::from_parts(y, tape))
+}
+
+/// Swaps the gradient buffers of `x` and of every trainable tensor of `m`
+/// between `a` and `b` (allocating zeros where one has none).
+fn exchange<S: Shape, E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
+    a: &mut Gradients<E, D>,
+    b: &mut Gradients<E, D>,
+    x: &Tensor<S, E, D>,
+    m: &M,
+) -> Result<(), D::Err> {
+    std::mem::swap(a.get_or_alloc_mut(x)?, b.get_or_alloc_mut(x)?);
+    let mut swap = Swap { a, b };
+    M::iter_tensors(&mut RecursiveWalker { m, f: &mut swap })?;
+    Ok(())
+}
+
+struct Swap<'a, E, D: Storage<E>> {
+    a: &'a mut Gradients<E, D>,
+    b: &'a mut Gradients<E, D>,
+}
+
+impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for Swap<'_, E, D> {
+    type Viewer = ViewTensorRef;
+    type Err = D::Err;
+    type E2 = E;
+    type D2 = D;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, E, D>,
+        t: &Tensor<S, E, D>,
+    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
+        // Running statistics have no gradient; allocating one would add
+        // keys the plain block does not have.
+        if opts.do_gradient_update {
+            std::mem::swap(self.a.get_or_alloc_mut(t)?, self.b.get_or_alloc_mut(t)?);
+        }
+        Ok(None)
+    }
+}
+
+/// A hash of a tensor's values, on the CPU in debug builds only: the check
+/// that a recomputation gave the forward pass's output. Elsewhere it would
+/// cost a device-to-host copy, and reductions on a GPU need not be
+/// reproducible bit for bit.
+fn digest<S: Shape, E: Dtype, D: Device<E>>(t: &Tensor<S, E, D>) -> Option<u64> {
+    if !cfg!(debug_assertions) || TypeId::of::<D>() != TypeId::of::<Cpu>() {
+        return None;
+    }
+    let fnv =
+        |h: u64, v: &E| (h ^ v.to_f64().map_or(0, f64::to_bits)).wrapping_mul(0x100_0000_01b3);
+    Some(t.as_vec().iter().fold(0xcbf2_9ce4_8422_2325, fnv))
+}
