@@ -371,6 +371,7 @@ pub use flaxen_macros::compact;
 pub use flaxen_macros::scan;
 pub use flaxen_runtime as runtime;
 pub use flaxen_runtime::dfdx;
+pub use flaxen_runtime::dist;
 pub use flaxen_runtime::interop;
 
 /// What a program that defines, trains and saves a model needs in scope.

@@ -12,6 +12,7 @@ mod simd;
 pub mod activations;
 pub mod checkpoint;
 pub mod data;
+pub mod dist;
 pub mod dtype;
 pub mod guard;
 pub mod interop;

@@ -40,6 +40,29 @@ pub struct LoaderConfig {
     pub drop_last: bool,
     /// How many batches the worker thread prepares ahead (at least 1).
     pub prefetch: usize,
+    /// This loader's part of each global batch, for data-parallel training
+    /// (see [`LoaderConfig::shard`]); `Shard { index: 0, count: 1 }` alone.
+    pub shard: Shard,
+}
+
+/// Which slice of every global batch a data-parallel rank takes.
+///
+/// ```
+/// use flaxen_runtime::data::Shard;
+/// assert_eq!(Shard::default(), Shard { index: 0, count: 1 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// This rank, `0..count`.
+    pub index: usize,
+    /// Number of ranks sharing each global batch.
+    pub count: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self { index: 0, count: 1 }
+    }
 }
 
 impl LoaderConfig {
@@ -50,6 +73,7 @@ impl LoaderConfig {
             shuffle: true,
             drop_last: true,
             prefetch: 4,
+            shard: Shard::default(),
         }
     }
     /// Sets [`LoaderConfig::shuffle`].
@@ -65,6 +89,32 @@ impl LoaderConfig {
     /// Sets [`LoaderConfig::prefetch`].
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches;
+        self
+    }
+    /// Makes the loader rank `index` of `count` data-parallel ranks (Flax's
+    /// per-device batch under `pmap`): with a batch size `B`, the stream is
+    /// the one a single loader of batch `B * count` gives (same seed, same
+    /// order, same epochs), and this rank receives examples
+    /// `index * B .. (index + 1) * B` of every global batch. The state
+    /// counts global examples, so it is equal on every rank and a
+    /// checkpoint resumes on any number of ranks with the same global batch.
+    /// Needs `drop_last` (a short global batch cannot be split evenly).
+    ///
+    /// ```
+    /// use flaxen_runtime::data::{ArrayDataset, Loader, LoaderConfig};
+    /// use flaxen_runtime::dfdx::prelude::*;
+    ///
+    /// let ds = || ArrayDataset::new(vec![1], (0..10).map(|v| v as f32).collect(), (0..10).collect()).unwrap();
+    /// let cfg = LoaderConfig::new(3);
+    /// let mut whole = Loader::<Rank1<1>, 4, f32, Cpu>::new(ds(), &Cpu::default(), cfg).unwrap();
+    /// let mut rank1 = Loader::<Rank1<1>, 2, f32, Cpu>::new(ds(), &Cpu::default(), cfg.shard(1, 2)).unwrap();
+    /// let (_, y) = whole.next_batch().unwrap();
+    /// let (_, y1) = rank1.next_batch().unwrap();
+    /// assert_eq!(y1.array(), [y.array()[2], y.array()[3]]);
+    /// assert_eq!(rank1.state(), whole.state());
+    /// ```
+    pub fn shard(mut self, index: usize, count: usize) -> Self {
+        self.shard = Shard { index, count };
         self
     }
 }
@@ -117,8 +167,9 @@ impl<E> Drop for Worker<E> {
 /// `E` the dtype and `D` the device. The loader is an endless stream over
 /// epochs; [`Loader::state`] tells where it is, and it implements
 /// [`StateDict<u64>`] (keys `seed`, `epoch`, `position`, plus `dataset_len`,
-/// `batch_size`, `shuffle`, `drop_last` that a resume checks) so a
-/// checkpoint restores the exact data order.
+/// `batch_size`, `shuffle`, `drop_last` that a resume checks; `batch_size`
+/// is the global batch, `B` times the number of shards) so a checkpoint
+/// restores the exact data order, on any number of shards.
 ///
 /// ```
 /// use flaxen_runtime::data::{ArrayDataset, Loader, LoaderConfig};
@@ -183,10 +234,22 @@ where
         if B == 0 {
             return Err(DataError::Invalid("the batch size is 0".into()));
         }
-        if dataset.is_empty() || (config.drop_last && dataset.len() < B) {
+        let Shard { index, count } = config.shard;
+        if count == 0 || index >= count {
+            return Err(DataError::Invalid(format!(
+                "shard {index} of {count}: the index must be below the number of shards"
+            )));
+        }
+        if count > 1 && !config.drop_last {
+            return Err(DataError::Invalid(
+                "a sharded loader needs drop_last (a short global batch cannot be split evenly between the ranks)".into(),
+            ));
+        }
+        let global = B * count;
+        if dataset.is_empty() || (config.drop_last && dataset.len() < global) {
             return Err(DataError::TooSmall {
                 len: dataset.len(),
-                batch: B,
+                batch: global,
             });
         }
         Ok(Self {
@@ -214,13 +277,15 @@ where
         self.dataset.len()
     }
 
-    /// Batches per epoch: `len / B`, rounded up unless `drop_last`.
+    /// Batches per epoch: `len / B`, rounded up unless `drop_last` (with
+    /// [`LoaderConfig::shard`], `len / (B * count)`: global batches).
     pub fn batches_per_epoch(&self) -> usize {
         let n = self.dataset.len();
+        let global = B * self.config.shard.count;
         if self.config.drop_last {
-            n / B
+            n / global
         } else {
-            n.div_ceil(B)
+            n.div_ceil(global)
         }
     }
 
@@ -493,7 +558,9 @@ fn produce<E: Dtype, const B: usize>(
             (0..n).collect()
         }
     };
-    let mut state = normalize(start, n as u64, B as u64, config.drop_last);
+    let Shard { index, count } = config.shard;
+    let global = (B * count) as u64;
+    let mut state = normalize(start, n as u64, global, config.drop_last);
     let mut order_epoch = state.epoch;
     let mut order = order_of(order_epoch);
     let mut scratch = vec![0f32; numel];
@@ -502,8 +569,11 @@ fn produce<E: Dtype, const B: usize>(
             order_epoch = state.epoch;
             order = order_of(order_epoch);
         }
-        let begin = state.position as usize;
-        let end = (begin + B).min(n);
+        let global_begin = state.position as usize;
+        let global_end = (global_begin + B * count).min(n);
+        // This rank's slice of the global batch (all of it unsharded).
+        let begin = (global_begin + index * B).min(global_end);
+        let end = (begin + B).min(global_end);
         let mut x = Vec::with_capacity((end - begin) * numel);
         let mut y = Vec::with_capacity(end - begin);
         for &i in &order[begin..end] {
@@ -527,8 +597,8 @@ fn produce<E: Dtype, const B: usize>(
             }
             y.push(label);
         }
-        state.position = end as u64;
-        state = normalize(state, n as u64, B as u64, config.drop_last);
+        state.position = global_end as u64;
+        state = normalize(state, n as u64, global, config.drop_last);
         if tx.send(Ok(HostBatch { x, y, after: state })).is_err() {
             return;
         }
@@ -557,7 +627,7 @@ where
             self.state.epoch,
             self.state.position,
             self.dataset.len() as u64,
-            B as u64,
+            (B * self.config.shard.count) as u64,
             self.config.shuffle as u64,
             self.config.drop_last as u64,
         ];
@@ -591,7 +661,7 @@ where
         let [seed, epoch, position, len, batch, shuffle, drop_last] = v;
         let live = [
             ("dataset_len", len, self.dataset.len() as u64),
-            ("batch_size", batch, B as u64),
+            ("batch_size", batch, (B * self.config.shard.count) as u64),
             ("shuffle", shuffle, self.config.shuffle as u64),
             ("drop_last", drop_last, self.config.drop_last as u64),
         ];

@@ -25,7 +25,7 @@ pub(crate) mod rng;
 mod shape;
 
 pub use check::Requirements;
-pub use loader::{BatchOf, Loader, LoaderConfig, LoaderState, StackedOf};
+pub use loader::{BatchOf, Loader, LoaderConfig, LoaderState, Shard, StackedOf};
 pub use shape::PrependDim;
 
 use std::path::PathBuf;
