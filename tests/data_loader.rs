@@ -303,3 +303,50 @@ fn batches_are_assembled_ahead_on_a_bounded_worker_thread() {
     assert_eq!(*threads.lock().unwrap(), vec!["flaxen-loader".to_string()]);
     drop(l); // joins the worker without hanging
 }
+
+#[test]
+fn shards_split_every_global_batch_of_one_loader() {
+    let dev = Cpu::default();
+    let cfg = LoaderConfig::new(11);
+    // 3 ranks with batch 4 = one loader with batch 12, over epochs.
+    let mut whole: L<12> = Loader::new(ramp(50), &dev, cfg).unwrap();
+    let mut ranks: Vec<L<4>> = (0..3)
+        .map(|r| Loader::new(ramp(50), &dev, cfg.shard(r, 3)).unwrap())
+        .collect();
+    assert_eq!(ranks[0].batches_per_epoch(), whole.batches_per_epoch());
+    for _ in 0..10 {
+        let global = labels(&mut whole);
+        let parts: Vec<usize> = ranks.iter_mut().flat_map(|l| labels(l)).collect();
+        assert_eq!(parts, global);
+        for l in &ranks {
+            assert_eq!(l.state(), whole.state());
+        }
+    }
+    // The saved state names the global batch, so a 1-rank loader of the
+    // global batch resumes it.
+    let mut saved = StateMap::new();
+    ranks[1].save_state("", &mut saved);
+    assert_eq!(saved["batch_size"].data, [12]);
+    let mut resumed: L<12> = Loader::new(ramp(50), &dev, cfg).unwrap();
+    resumed.load_state("", &saved).unwrap();
+    assert_eq!(labels(&mut resumed), labels(&mut whole));
+}
+
+#[test]
+fn bad_shards_are_errors() {
+    let dev = Cpu::default();
+    let cfg = LoaderConfig::new(0);
+    let err = |r| L::<4>::new(ramp(50), &dev, r).unwrap_err().to_string();
+    assert!(
+        err(cfg.shard(2, 2)).contains("shard 2 of 2"),
+        "{}",
+        err(cfg.shard(2, 2))
+    );
+    assert!(err(cfg.shard(0, 0)).contains("shard 0 of 0"));
+    assert!(err(cfg.shard(0, 2).drop_last(false)).contains("needs drop_last"));
+    // 50 examples cannot make one global batch of 4 x 13.
+    assert!(matches!(
+        L::<4>::new(ramp(50), &dev, cfg.shard(0, 13)),
+        Err(DataError::TooSmall { len: 50, batch: 52 })
+    ));
+}
