@@ -98,6 +98,7 @@
 ///   | `leaky_relu(x, negative_slope = 0.01)`, `elu(x, alpha = 1.0)` | unchanged |
 ///   | `gelu(x, approximate = true)` | unchanged; Flax's default tanh approximation, `approximate = false` the erf form |
 ///   | `softmax` / `log_softmax(x, axis = -1)` | unchanged; `axis` counted from the end (the batch axis is not written) |
+///   | `remat(Block(..))(x)`, `remat(Dense(..))(x)` | those of the call without `remat`, and its names and keys; the block's activations are recomputed in the backward pass (Flax's `nn.remat`, `jax.checkpoint`); refused on a block that applies `Dropout` |
 ///   | `x + y`, `x - y`, `x * y`, `x / y`, `-x` | equal shapes |
 ///   | `x * 0.5`, `1.0 - x`, `x / 2.0` | a tensor and a number |
 ///
@@ -223,6 +224,13 @@
 /// Flax or PyTorch layer name is taken to be such a model; when there is
 /// none, rustc reports that it cannot find the macro of that name.
 ///
+/// `remat(ResBlock(features = 32))(x)` is Flax's
+/// `nn.remat(ResBlock)(features=32)(x)`: the same field, keys, values and
+/// gradients (bit for bit), but the block keeps only its input for the
+/// backward pass, which recomputes it (`layers::Remat`), so a deep
+/// network's training step holds one block's activations at a time
+/// (`docs/language.md` has the details and measured figures).
+///
 /// # Flax habits
 ///
 /// Mistakes a Flax user makes are compile errors at the mistake that say
@@ -279,7 +287,8 @@
 /// statistics, `RMSNorm` → `layers::RmsNorm`, `GroupNorm` →
 /// `layers::GroupNorm`, `SelfAttention` and `MultiHeadDotProductAttention` →
 /// `layers::MultiHeadAttention`, `Embed` → `layers::Embed`, the masks →
-/// `layers::{CausalMask, AttentionMask, CombineMasks}`) and
+/// `layers::{CausalMask, AttentionMask, CombineMasks}`, `remat(..)` →
+/// `layers::Remat` around the layer) and
 /// dfdx's modules otherwise (`Dropout`, `LayerNorm` →
 /// `LayerNorm1D`, which already match Flax).
 ///

@@ -146,6 +146,7 @@ fn mutated_token_streams_never_panic() {
         "0.0",
         "Block",
         "::",
+        "remat",
     ];
     let mut rng = Lcg(7);
     let mut parsed = 0;
@@ -268,6 +269,22 @@ fn malformed_inputs_give_errors() {
         impl S { fn forward(x: Input<3>) { x.reshape(3) } }
         impl S { fn forward(x: Input<3>, f: Param<x>) { x } }
         impl S { fn forward(x: Input<3>) { let x = { Dense(2)(x); }; x } }
+        impl S { fn forward(x: Input<3>) { remat(Dense(2)) } }
+        impl S { fn forward(x: Input<3>) { remat(x) } }
+        impl S { fn forward(x: Input<3>) { remat()(x) } }
+        impl S { fn forward(x: Input<3>) { remat(relu)(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dense)(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dense)(2)(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dense(2), policy = 1)(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dense(2), Dense(2))(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dense(2))() } }
+        impl S { fn forward(x: Input<3>) { remat(Dense(2)(x))(x) } }
+        impl S { fn forward(x: Input<3>) { remat(remat(Dense(2)))(x) } }
+        impl S { fn forward(x: Input<3>) { remat(Dropout(0.5))(x) } }
+        impl S { fn forward(x: Input<3>) { remat(relu(x))(x) } }
+        impl S { fn forward(x: Input<3>) { nn.remat(Dense(2))(x) } }
+        impl S { fn forward(t: Tokens<3>) { remat(Embed(4, 2))(t) } }
+        impl S { fn forward(x: Input<3, 4>) { remat(SelfAttention(2, dropout_rate = 0.1))(x) } }
     "#;
     for line in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let item: TokenStream = line.parse().expect("lexes");
@@ -342,4 +359,32 @@ fn nested_models_are_instantiated() {
     let own = run(TokenStream::new(), block).unwrap().to_string();
     assert!(own.contains("Dense < 4 , 8"));
     assert!(own.contains("macro_rules ! __flaxen_compact_Block"));
+}
+
+#[test]
+fn remat_wraps_the_field_under_its_own_name() {
+    let item = quote!(impl S { fn forward(x: Input<3>) { remat(BatchNorm(momentum = 0.9))(remat(Dense(4))(x)) } });
+    let out = run(TokenStream::new(), item).unwrap().to_string();
+    assert!(
+        out.contains("pub dense_0 : :: flaxen :: __private :: flaxen_runtime :: layers :: Remat < :: flaxen :: __private :: flaxen_runtime :: layers :: Dense < 3 , 4"),
+        "{out}"
+    );
+    // Flax's settings reach the wrapped layer.
+    assert!(
+        out.contains("let __f = & mut __f . inner ; __f . momentum = 0.9f64"),
+        "{out}"
+    );
+    let block = quote!(impl Block { fn forward(x: Input<4>) { relu(BatchNorm()(Dense(8)(x))) } });
+    let net = |call: TokenStream| quote!(impl Net { fn forward(x: Input<16>) { let y = #call; Dense(2)(y) } });
+    let out = resume(&block, net(quote!(remat(Block())(x)))).unwrap();
+    assert!(out.contains("pub block_0 : :: flaxen :: __private :: flaxen_runtime :: layers :: Remat < < __Net_block_0"), "{out}");
+    // The profiler names the block's calls under it, as without `remat`.
+    assert!(out.contains("enter_block (\"block_0\")"), "{out}");
+    let dropping = quote!(impl Block { fn forward(x: Input<4>) { Dropout(0.1)(Dense(8)(x)) } });
+    let err = resume(&dropping, net(quote!(remat(Block())(x)))).unwrap_err();
+    assert!(
+        err.contains("cannot recompute `Block`: it applies `Dropout(0.1)`"),
+        "{err}"
+    );
+    assert!(resume(&dropping, net(quote!(Block()(x)))).is_ok());
 }

@@ -56,7 +56,7 @@ impl Checker<'_> {
         };
         let (field, inputs) = (*field, inputs.clone());
         if inputs.len() != 1 {
-            self.cx.error_at(tokens, format!("`remat` recomputes a block from one input, but `{what}` is applied to {} here (its inputs and masks)\nhelp: call `{what}` without `remat`, or put it in a block of one input", inputs.len()));
+            self.cx.error_at(tokens, format!("`remat` recomputes a block from one input tensor, but `{what}` reads several here (its inputs and its mask)\nhelp: call `{what}` without `remat`, or put it in a `#[compact]` block of one input"));
             return Val::Poison;
         }
         if self.elem(inputs[0]) != Elem::Float {

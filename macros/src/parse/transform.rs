@@ -20,6 +20,14 @@ pub fn parse(inner: &syn::ExprCall, c: &syn::ExprCall) -> Result<Expr> {
         return Err(Error::new_spanned(&inner.func, "not a transform"));
     };
     let what = kind.name();
+    if let Some(syn::Expr::Assign(a)) = inner
+        .args
+        .iter()
+        .find(|a| matches!(a, syn::Expr::Assign(_)))
+    {
+        let key = compact_text(&a.left.to_token_stream());
+        return Err(Error::new_spanned(a, format!("`{what}` takes only the block: Flax's `{key}` has no counterpart here; flaxen's `{what}` keeps the block's input and recomputes everything else, as `jax.checkpoint` does by default")));
+    }
     let mut it = inner.args.iter();
     let (Some(target), None) = (it.next(), it.next()) else {
         let msg = match inner.args.len() {
@@ -30,10 +38,6 @@ pub fn parse(inner: &syn::ExprCall, c: &syn::ExprCall) -> Result<Expr> {
     };
     let block = match strip(target) {
         syn::Expr::Call(b) => b,
-        syn::Expr::Assign(a) => {
-            let key = compact_text(&a.left.to_token_stream());
-            return Err(Error::new_spanned(&a.left, format!("`{what}` takes only the block: Flax's `{key}` (like `prevent_cse`, `static_argnums`, `policy`) has no counterpart here, since flaxen recomputes the whole block from its input")));
-        }
         syn::Expr::Path(p) => return Err(Error::new_spanned(p, path_message(kind, p))),
         syn::Expr::MethodCall(m) => return Err(method_call(m)),
         other => {
@@ -134,6 +138,7 @@ pub fn flax_form(t: &syn::ExprCall, inner: &syn::ExprCall, c: &syn::ExprCall) ->
 pub fn not_applied(kind: TransformKind, c: &syn::ExprCall) -> Error {
     let what = kind.name();
     let msg = match c.args.first().map(strip) {
+        Some(syn::Expr::Path(p)) if c.args.len() == 1 => path_message(kind, p),
         Some(syn::Expr::Call(_)) if c.args.len() == 1 => {
             let w = text(&c.to_token_stream());
             format!("`{w}` wraps the block; apply it to the block's input: `{w}(x)`")
