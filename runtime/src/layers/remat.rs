@@ -84,7 +84,19 @@ pub struct Remat<M> {
 }
 
 impl<M> Remat<M> {
-    /// Wraps a built block.
+    /// Wraps a built block (`dev.build_module::<Remat<B>, E>()` builds one
+    /// from the block's builder `B`).
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::Remat;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let block = dev.build_module::<(Linear<4, 4>, Tanh), f32>();
+    /// let m = Remat::new(block.clone());
+    /// let x: Tensor<Rank2<3, 4>, f32, _> = dev.sample_normal();
+    /// assert_eq!(m.forward(x.clone()).array(), block.forward(x).array());
+    /// ```
     pub fn new(inner: M) -> Self {
         Remat { inner }
     }
@@ -93,6 +105,17 @@ impl<M> Remat<M> {
 /// A tensor on an [`OwnedTape`]: what a block under [`Remat`] returns when
 /// it is called on a taped input. Implemented for every
 /// `Tensor<S, E, D, OwnedTape<E, D>>`, and sealed.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::TapedTensor;
+///
+/// let dev: Cpu = Default::default();
+/// let y = dev.tensor([1.0f32, 2.0]).leaky_trace();
+/// let (t, tape) = y.into_parts();
+/// let y = <Tensor<Rank1<2>, f32, Cpu, OwnedTape<f32, Cpu>>>::from_parts(t, tape);
+/// assert_eq!(y.array(), [1.0, 2.0]);
+/// ```
 pub trait TapedTensor<E: Dtype, D: Device<E>>: Sized + sealed::Sealed {
     /// The tensor's shape.
     type Shape: Shape;
