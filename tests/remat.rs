@@ -4,58 +4,15 @@
 //! BatchNorm; a finite-difference check of the recomputed gradients; the
 //! profiler's names; the runtime's refusal of a nondeterministic block.
 
-use flaxen::dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorName, ViewTensorRef,
-};
-use flaxen::dfdx::tensor::{Gradients, Storage};
+#[path = "common/remat.rs"]
+mod remat_common;
+
 use flaxen::prelude::*;
-use flaxen::runtime::checkpoint::{load_module_state, save_module_state};
+use flaxen::runtime::checkpoint::load_module_state;
 use flaxen::runtime::layers::Remat;
 use flaxen::runtime::profile::Profiler;
 use flaxen::runtime::state::StateMap;
-use std::collections::BTreeMap;
-
-/// A residual block as Flax's ResNet writes it: two 3x3 convolutions
-/// without bias, each followed by BatchNorm, the first by relu.
-pub struct ResBlock;
-
-#[compact]
-impl ResBlock {
-    fn forward(x: Input<8, 8, 8>, features: Param<8>) {
-        let y = relu(BatchNorm()(Conv(features, (3, 3), use_bias = false)(x)));
-        let y = BatchNorm()(Conv(features, (3, 3), use_bias = false)(y));
-        relu(x + y)
-    }
-}
-
-/// The network, plain.
-pub struct Plain;
-
-#[compact]
-impl Plain {
-    fn forward(x: Input<3, 8, 8>) {
-        let x = relu(Conv(8, (3, 3))(x));
-        let x = ResBlock()(x);
-        // The second block's input also has a gradient from outside it.
-        let x = x + ResBlock()(x);
-        let x = mean(x, axis = (-2, -1));
-        Dense(4)(x)
-    }
-}
-
-/// The same network with both blocks under `remat`.
-pub struct Checkpointed;
-
-#[compact]
-impl Checkpointed {
-    fn forward(x: Input<3, 8, 8>) {
-        let x = relu(Conv(8, (3, 3))(x));
-        let x = remat(ResBlock())(x);
-        let x = x + remat(ResBlock(features = 8))(x);
-        let x = mean(x, axis = (-2, -1));
-        Dense(4)(x)
-    }
-}
+use remat_common::{grads_by_key, state, Checkpointed, Plain};
 
 /// Built-in layers under `remat`, on features; no BatchNorm or Dropout, so
 /// `forward` also runs on a taped input.
@@ -81,49 +38,11 @@ impl MlpRemat {
     }
 }
 
-/// Every trainable tensor's gradient by checkpoint key.
-struct GradsByKey<'a, E, D: Storage<E>> {
-    grads: &'a Gradients<E, D>,
-    out: BTreeMap<String, Vec<E>>,
-}
-
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for GradsByKey<'_, E, D> {
-    type Viewer = (ViewTensorRef, ViewTensorName);
-    type Err = std::convert::Infallible;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        opts: TensorOptions<S, E, D>,
-        (t, name): (&Tensor<S, E, D>, String),
-    ) -> Result<Option<Tensor<S, E, D>>, Self::Err> {
-        if opts.do_gradient_update {
-            self.out.insert(name, self.grads.get(t).as_vec());
-        }
-        Ok(None)
-    }
-}
-
-fn grads_by_key<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
-    m: &M,
-    grads: &Gradients<E, D>,
-) -> BTreeMap<String, Vec<E>> {
-    let mut v = GradsByKey {
-        grads,
-        out: BTreeMap::new(),
-    };
-    let _ = M::iter_tensors(&mut RecursiveWalker {
-        m: (m, String::new()),
-        f: &mut v,
-    });
-    v.out
-}
-
-fn state<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(m: &M) -> StateMap<E> {
-    let mut s = StateMap::new();
-    save_module_state(m, "", &mut s);
-    s
+/// The exact bits of each value (`assert_eq` on floats takes -0 for 0).
+fn bits<E: Dtype>(v: &[E]) -> Vec<u64> {
+    v.iter()
+        .map(|x| x.to_f64().unwrap_or(f64::NAN).to_bits())
+        .collect()
 }
 
 /// The remat model with the plain one's parameters (and statistics).
@@ -153,12 +72,17 @@ macro_rules! bit_for_bit {
         };
         let (l1, g1, x1) = run(x.clone(), plain.forward_mut(x.leaky_trace()));
         let (l2, g2, x2) = run(x.clone(), remat.forward_mut(x.leaky_trace()));
-        assert_eq!(l1, l2);
-        assert_eq!(g1.get(&x1).as_vec(), g2.get(&x2).as_vec());
+        assert_eq!(l1.to_bits(), l2.to_bits());
+        let (d1, d2) = (g1.get(&x1).as_vec(), g2.get(&x2).as_vec());
+        assert_eq!(d1, d2);
+        assert_eq!(bits(&d1), bits(&d2), "signs of zeros too");
         let (p1, p2) = (grads_by_key(&plain, &g1), grads_by_key(&remat, &g2));
         assert!(p1.contains_key("res_block_1.conv_1.weight"));
         assert!(p1.values().all(|g| g.iter().any(|v| *v != 0.0)));
         assert_eq!(p1, p2);
+        for (k, g) in &p1 {
+            assert_eq!(bits(g), bits(&p2[k]), "{k}");
+        }
         // Running statistics moved once, as in the plain call.
         let (s1, s2) = (state(&plain), state(&remat));
         assert_ne!(
