@@ -23,12 +23,24 @@
 //! backward) and writes `<out>/profile.trace.json`, a Chrome trace for
 //! Perfetto or `chrome://tracing`; the run stops there, as with
 //! `--max-steps`.
+//!
+//! Built with `--features mpi`, the same program trains data-parallel under
+//! `mpirun -np N` (N = 1, 2 or 4): every rank takes its 32 / N examples of
+//! each global batch of 32, gradients are averaged across the ranks before
+//! the optimizer, and rank 0 writes the checkpoints, logs and progress, so
+//! the run trains the same model as one process does:
+//!
+//! ```text
+//! cargo build --release --features mpi --example train
+//! RAYON_NUM_THREADS=1 mpirun -np 2 target/release/examples/train --epochs 3
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use flaxen::dist::{DataParallel, Fnv64};
 use flaxen::prelude::*;
 use flaxen::runtime::data::idx::{find_mnist_files, load_mnist, MNIST_CLASSES};
 use flaxen::runtime::data::Requirements;
@@ -77,6 +89,23 @@ impl Cnn {
         let x = relu(x);
         Dense(features = 10)(x)
     }
+}
+
+/// The process group: every rank of `mpirun` with the `mpi` feature, the
+/// process alone without it.
+#[cfg(feature = "mpi")]
+type Group = flaxen::dist::Mpi;
+#[cfg(not(feature = "mpi"))]
+type Group = flaxen::dist::Local;
+type Dp = DataParallel<Group>;
+
+#[cfg(feature = "mpi")]
+fn group() -> Result<Group> {
+    Ok(flaxen::dist::Mpi::init()?)
+}
+#[cfg(not(feature = "mpi"))]
+fn group() -> Result<Group> {
+    Ok(flaxen::dist::Local)
 }
 
 /// Train the seed CNN with flaxen.
@@ -170,6 +199,16 @@ fn main() -> Result<()> {
     // process instead of page-faulting them in again each step.
     flaxen::runtime::malloc::keep_freed_memory();
     let args = Args::parse();
+    let mut dp = DataParallel::new(group()?);
+    let result = load_and_run(&args, &mut dp);
+    if let (Err(e), true) = (&result, dp.size() > 1) {
+        // The other ranks would wait for this one in their next all-reduce.
+        dp.abort(&format!("{e:#}"));
+    }
+    result
+}
+
+fn load_and_run(args: &Args, dp: &mut Dp) -> Result<()> {
     match &args.data_dir {
         None => {
             let (train, test) = flaxen::runtime::data::digits::load()?;
@@ -178,7 +217,7 @@ fn main() -> Result<()> {
                 images: PathBuf::from(format!("<embedded digits, {which} images>")),
                 labels: PathBuf::from(format!("<embedded digits, {which} labels>")),
             };
-            dispatch::<DigitsCnn, 8, 8>(&args, embedded(train, "train"), embedded(test, "test"))
+            dispatch::<DigitsCnn, 8, 8>(args, embedded(train, "train"), embedded(test, "test"), dp)
         }
         Some(dir) => {
             let files = find_mnist_files(dir)?;
@@ -193,14 +232,20 @@ fn main() -> Result<()> {
             };
             let train = load(files.train_images, files.train_labels)?;
             let test = load(files.test_images, files.test_labels)?;
-            dispatch::<Cnn, 28, 28>(&args, train, test)
+            dispatch::<Cnn, 28, 28>(args, train, test, dp)
         }
     }
 }
 
-fn dispatch<M, const H: usize, const W: usize>(args: &Args, train: Split, test: Split) -> Result<()>
+fn dispatch<M, const H: usize, const W: usize>(
+    args: &Args,
+    train: Split,
+    test: Split,
+    dp: &mut Dp,
+) -> Result<()>
 where
     M: Model<H, W>,
+    M::Net: Batches<H, W>,
 {
     // Before anything is created: a wrong image size or a short set would
     // otherwise fail without naming the file (the test set only after a
@@ -215,10 +260,32 @@ where
         .check(&test.data, &test.images, &test.labels)
         .context("the test set cannot be used")?;
     let (train, test) = (train.data, test.data);
+    // Each rank's batch is a const generic: the global batch of 32 splits
+    // evenly on 1, 2 or 4 ranks.
+    match dp.size() {
+        1 => by_scan::<M, H, W, BATCH>(args, train, test, dp),
+        #[cfg(feature = "mpi")]
+        2 => by_scan::<M, H, W, { BATCH / 2 }>(args, train, test, dp),
+        #[cfg(feature = "mpi")]
+        4 => by_scan::<M, H, W, { BATCH / 4 }>(args, train, test, dp),
+        n => bail!("the global batch of {BATCH} is split between 1, 2 or 4 ranks, not {n}"),
+    }
+}
+
+fn by_scan<M, const H: usize, const W: usize, const LB: usize>(
+    args: &Args,
+    train: ArrayDataset,
+    test: ArrayDataset,
+    dp: &mut Dp,
+) -> Result<()>
+where
+    M: Model<H, W>,
+    M::Net: Net<H, W, LB>,
+{
     match args.steps_per_scan {
-        1 => run::<M, H, W, 1>(args, train, test),
-        5 => run::<M, H, W, 5>(args, train, test),
-        10 => run::<M, H, W, 10>(args, train, test),
+        1 => run::<M, H, W, 1, LB>(args, train, test, dp),
+        5 => run::<M, H, W, 5, LB>(args, train, test, dp),
+        10 => run::<M, H, W, 10, LB>(args, train, test, dp),
         k => {
             bail!("--steps-per-scan must be 1, 5 or 10 (scan! unrolls K at compile time), got {k}")
         }
@@ -227,52 +294,100 @@ where
 
 /// What `run` needs of a model on `1×H×W` inputs with 10 classes.
 trait Model<const H: usize, const W: usize>: BuildOnDevice<Dev, f32, Built = Self::Net> {
-    type Net: TensorCollection<f32, Dev>
-        + Module<
-            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
-            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
-            Error = <Dev as HasErr>::Err,
-        > + Module<
-            Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
-            Output = Tensor<(usize, Const<10>), f32, Dev>,
-            Error = <Dev as HasErr>::Err,
-        >;
+    type Net;
 }
 
-impl<const H: usize, const W: usize, M> Model<H, W> for M
-where
-    M: BuildOnDevice<Dev, f32>,
-    M::Built: TensorCollection<f32, Dev>
-        + Module<
-            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
-            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
-            Error = <Dev as HasErr>::Err,
-        > + Module<
-            Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
-            Output = Tensor<(usize, Const<10>), f32, Dev>,
-            Error = <Dev as HasErr>::Err,
-        >,
-{
+impl<const H: usize, const W: usize, M: BuildOnDevice<Dev, f32>> Model<H, W> for M {
     type Net = M::Built;
 }
 
+/// What `run` needs of a built model: training in batches of `B`,
+/// evaluation in batches of any size.
+trait Net<const H: usize, const W: usize, const B: usize>:
+    TensorCollection<f32, Dev>
+    + Module<
+        NoInputGrad<Tensor<Rank4<B, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
+        Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+        Error = <Dev as HasErr>::Err,
+    > + Module<
+        Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
+        Output = Tensor<(usize, Const<10>), f32, Dev>,
+        Error = <Dev as HasErr>::Err,
+    >
+{
+}
+
+impl<const H: usize, const W: usize, const B: usize, N> Net<H, W, B> for N where
+    N: TensorCollection<f32, Dev>
+        + Module<
+            NoInputGrad<Tensor<Rank4<B, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
+            Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
+            Error = <Dev as HasErr>::Err,
+        > + Module<
+            Tensor<(usize, Const<1>, Const<H>, Const<W>), f32, Dev>,
+            Output = Tensor<(usize, Const<10>), f32, Dev>,
+            Error = <Dev as HasErr>::Err,
+        >
+{
+}
+
+/// A built model for every per-rank batch this build can run: the global
+/// batch, and with `mpi` its halves and quarters.
+#[cfg(feature = "mpi")]
+trait Batches<const H: usize, const W: usize>:
+    Net<H, W, BATCH> + Net<H, W, { BATCH / 2 }> + Net<H, W, { BATCH / 4 }>
+{
+}
+#[cfg(feature = "mpi")]
+impl<const H: usize, const W: usize, N> Batches<H, W> for N where
+    N: Net<H, W, BATCH> + Net<H, W, { BATCH / 2 }> + Net<H, W, { BATCH / 4 }>
+{
+}
+#[cfg(not(feature = "mpi"))]
+trait Batches<const H: usize, const W: usize>: Net<H, W, BATCH> {}
+#[cfg(not(feature = "mpi"))]
+impl<const H: usize, const W: usize, N: Net<H, W, BATCH>> Batches<H, W> for N {}
+
 type State<M> = TrainState<M, Tx, f32, Dev>;
-type Batch<const H: usize, const W: usize> = (
-    Tensor<Rank4<BATCH, 1, H, W>, f32, Dev>,
-    Tensor<Rank1<BATCH>, usize, Dev>,
+type Batch<const H: usize, const W: usize, const B: usize> = (
+    Tensor<Rank4<B, 1, H, W>, f32, Dev>,
+    Tensor<Rank1<B>, usize, Dev>,
 );
 
-fn run<M, const H: usize, const W: usize, const K: usize>(
+/// A fingerprint of what every rank must agree on besides the model.
+fn options_fingerprint(args: &Args) -> u64 {
+    let mut h = Fnv64::new();
+    h.write_str(&format!(
+        "{:?} {} {} {} {:?} {:?} {} {}",
+        args.data_dir,
+        args.epochs,
+        args.steps_per_scan,
+        args.seed,
+        args.lr.to_bits(),
+        args.max_steps,
+        args.resume,
+        args.overwrite
+    ));
+    h.finish()
+}
+
+fn run<M, const H: usize, const W: usize, const K: usize, const LB: usize>(
     args: &Args,
     train: ArrayDataset,
     test: ArrayDataset,
+    dp: &mut Dp,
 ) -> Result<()>
 where
     M: Model<H, W>,
+    M::Net: Net<H, W, LB>,
 {
     let dev = Dev::seed_from_u64(args.seed);
-    let mut loader: Loader<Rank3<1, H, W>, BATCH, f32, Dev> =
-        Loader::new(train, &dev, LoaderConfig::new(args.seed))?;
+    let root = dp.is_root();
+    let mut loader: Loader<Rank3<1, H, W>, LB, f32, Dev> = Loader::new(
+        train,
+        &dev,
+        LoaderConfig::new(args.seed).shard(dp.rank(), dp.size()),
+    )?;
     let steps_per_epoch = loader.batches_per_epoch() as u64;
     let total_steps = args.epochs * steps_per_epoch;
     // Optax-style: clip, then AdamW whose learning rate warms up over the
@@ -287,20 +402,36 @@ where
     let tx = chain((clip_by_global_norm(1.0), adamw(schedule, 1e-4)));
     let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)
         .map_err(|e| anyhow::anyhow!("device error: {e:?}"))?;
+    // Same model, seed and options on every rank, or every rank stops here.
+    dp.check_agree(
+        &state.params,
+        &[
+            ("the global batch", BATCH as u64),
+            ("the command line", options_fingerprint(args)),
+        ],
+    )?;
 
-    // Held until `run` returns (the kernel releases it if the process dies):
-    // a second run, `--resume` or `--overwrite` on a live run is refused
-    // before it touches anything.
-    let _lock = RunLock::acquire(&args.out)?;
+    // Rank 0 owns the run directory. Held until `run` returns (the kernel
+    // releases it if the process dies): a second run, `--resume` or
+    // `--overwrite` on a live run is refused before it touches anything.
+    let _lock = if root {
+        Some(RunLock::acquire(&args.out)?)
+    } else {
+        None
+    };
     let ckpts = CheckpointManager::new(args.out.join("checkpoints"), 3)?;
-    // A kill during a checkpoint write leaves its temporary file; with the
-    // lock held no write is in progress, so any such file is stale.
-    for stale in ckpts.remove_temp_files()? {
-        println!("removed {}, left by an interrupted write", stale.display());
+    if root {
+        // A kill during a checkpoint write leaves its temporary file; with
+        // the lock held no write is in progress, so any such file is stale.
+        for stale in ckpts.remove_temp_files()? {
+            println!("removed {}, left by an interrupted write", stale.display());
+        }
+        if !args.resume {
+            claim_run_dir(&args.out, &ckpts, args.overwrite)?;
+        }
     }
-    if !args.resume {
-        claim_run_dir(&args.out, &ckpts, args.overwrite)?;
-    }
+    // The other ranks read the directory only once rank 0 holds it.
+    dp.barrier();
     if args.resume {
         match ckpts.restore_latest()? {
             Some(ckpt) => {
@@ -316,18 +447,26 @@ where
                         state.step()
                     );
                 }
-                println!(
-                    "resumed from {} at step {}",
-                    ckpt.path().display(),
-                    state.step()
-                );
+                if root {
+                    println!(
+                        "resumed from {} at step {}",
+                        ckpt.path().display(),
+                        state.step()
+                    );
+                }
             }
-            None => println!("no checkpoint in {}: starting fresh", ckpts.dir().display()),
+            None if root => {
+                println!("no checkpoint in {}: starting fresh", ckpts.dir().display())
+            }
+            None => {}
         }
         // Lines logged after the checkpoint (by the run that crashed) would
         // be logged again by this one.
         let metrics = args.out.join("metrics.jsonl");
-        let dropped = JsonlWriter::truncate_after(&metrics, state.step())?;
+        let dropped = match root {
+            true => JsonlWriter::truncate_after(&metrics, state.step())?,
+            false => 0,
+        };
         if dropped > 0 {
             println!(
                 "dropped {dropped} lines after step {} from {}",
@@ -356,8 +495,17 @@ where
             Some(from)
         }
     };
-    let mut logger = MetricsLogger::new(&args.out)?;
-    let mut progress = if args.quiet {
+    let mut logger = match root {
+        true => Some(MetricsLogger::new(&args.out)?),
+        false => None,
+    };
+    if root && dp.size() > 1 {
+        println!(
+            "data parallel: {} ranks, {LB} examples each of every batch of {BATCH}",
+            dp.size()
+        );
+    }
+    let mut progress = if args.quiet || !root {
         Progress::hidden(total_steps, BATCH as u64)
     } else {
         Progress::new(total_steps, BATCH as u64)
@@ -374,13 +522,14 @@ where
         let (xs, ys) = loader.next_stacked::<K>()?;
         let (next, losses) = scan!(
             K,
-            |s, b| train_step::<M::Net, H, W>(s, b, &mut metrics),
+            |s, b| train_step::<M::Net, H, W, LB>(s, b, &mut metrics, dp),
             state,
             (xs, ys)
         );
         state = next;
-        // One read of the device per K steps.
-        let loss = losses.mean().array();
+        // One read of the device per K steps; every rank sees the same
+        // mean, so all of them stop together on a non-finite one.
+        let loss = dp.mean(losses.mean().array() as f64) as f32;
         if !loss.is_finite() {
             check_finite(&state.params, None, state.step())?;
             bail!("the loss is {loss} at step {}", state.step());
@@ -407,38 +556,48 @@ where
             state.step() / steps_per_epoch > (state.step() - K as u64) / steps_per_epoch;
         if epoch_done || state.step() >= stop_at {
             let epoch = state.step() / steps_per_epoch;
-            let train_loss = metrics.mean_loss().unwrap_or(f64::NAN);
-            let train_acc = metrics.accuracy().unwrap_or(f64::NAN);
+            let train_loss = dp.mean(metrics.mean_loss().unwrap_or(f64::NAN));
+            let train_acc = dp.mean(metrics.accuracy().unwrap_or(f64::NAN));
             metrics.reset();
+            // The replicas are equal: every rank scores the same.
             let test_acc = evaluate(&state.params, &test, &dev)?;
-            logger.log(
-                state.step(),
-                "train",
-                &[("loss", train_loss), ("accuracy", train_acc)],
-            )?;
-            logger.log(state.step(), "test", &[("accuracy", test_acc)])?;
-            progress.println(format!(
-                "epoch {epoch:>3}  step {:>6}  train loss {train_loss:.4}  train acc {:.2}%  test acc {:.2}%",
-                state.step(),
-                100.0 * train_acc,
-                100.0 * test_acc
-            ));
+            if let Some(logger) = logger.as_mut() {
+                logger.log(
+                    state.step(),
+                    "train",
+                    &[("loss", train_loss), ("accuracy", train_acc)],
+                )?;
+                logger.log(state.step(), "test", &[("accuracy", test_acc)])?;
+                progress.println(format!(
+                    "epoch {epoch:>3}  step {:>6}  train loss {train_loss:.4}  train acc {:.2}%  test acc {:.2}%",
+                    state.step(),
+                    100.0 * train_acc,
+                    100.0 * test_acc
+                ));
+            }
             // The loss is finite (checked above), but the last update may
             // still have made a parameter NaN/Inf: never checkpoint that
             // (`save` refuses it too, before rotating anything out).
             check_finite(&state.params, None, state.step())?;
-            let mut ckpt = Checkpoint::new(state.step());
-            ckpt.add("train", &state)?.add("data", &loader)?;
-            ckpts.save(&ckpt)?;
+            if root {
+                let mut ckpt = Checkpoint::new(state.step());
+                ckpt.add("train", &state)?.add("data", &loader)?;
+                ckpts.save(&ckpt)?;
+            }
         }
         if let Some(p) = profiler.as_mut() {
             p.resume();
         }
     }
     progress.finish();
-    logger.flush()?;
+    if let Some(logger) = logger.as_mut() {
+        logger.flush()?;
+    }
     let secs = started.elapsed().as_secs_f64();
     let test_acc = evaluate(&state.params, &test, &dev)?;
+    if !root {
+        return Ok(());
+    }
     println!(
         "done: {} steps in {secs:.1} s ({:.0} samples/s), test accuracy {:.2}%; run directory {}",
         state.step(),
@@ -468,23 +627,19 @@ where
 
 /// One optimizer step: the seed's `train_step`. The loss stays on the
 /// device; loss and accuracy are summed on the device for the progress bar.
-fn train_step<N, const H: usize, const W: usize>(
+fn train_step<N, const H: usize, const W: usize, const B: usize>(
     mut state: State<N>,
-    (x, y): Batch<H, W>,
+    (x, y): Batch<H, W, B>,
     metrics: &mut Metrics<f32, Dev>,
+    dp: &mut Dp,
 ) -> (State<N>, Loss<f32, Dev>)
 where
-    N: TensorCollection<f32, Dev>
-        + Module<
-            NoInputGrad<Tensor<Rank4<BATCH, 1, H, W>, f32, Dev, OwnedTape<f32, Dev>>>,
-            Output = Tensor<Rank2<BATCH, 10>, f32, Dev, OwnedTape<f32, Dev>>,
-            Error = <Dev as HasErr>::Err,
-        >,
+    N: Net<H, W, B>,
 {
     // One span per step in `--profile`'s trace (nothing otherwise).
     let _step = profile::step_scope();
     let mut logits_seen = None;
-    let (loss, grads) = state
+    let (loss, mut grads) = state
         .value_and_grad(|model, tape| {
             // The input batch needs no gradient: the first conv skips it.
             let logits = model.forward(NoInputGrad(x.put_tape(tape)));
@@ -492,6 +647,9 @@ where
             softmax_cross_entropy_with_integer_labels(logits, y.clone()).mean()
         })
         .expect("device error in the forward/backward pass");
+    // `lax.pmean` of the gradients: one all-reduce, nothing with one rank.
+    dp.all_reduce_mean(&state.params, &mut grads)
+        .expect("all-reduce of the gradients");
     state
         .apply_gradients(grads)
         .expect("device error in the optimizer update");

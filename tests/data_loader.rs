@@ -316,7 +316,7 @@ fn shards_split_every_global_batch_of_one_loader() {
     assert_eq!(ranks[0].batches_per_epoch(), whole.batches_per_epoch());
     for _ in 0..10 {
         let global = labels(&mut whole);
-        let parts: Vec<usize> = ranks.iter_mut().flat_map(|l| labels(l)).collect();
+        let parts: Vec<usize> = ranks.iter_mut().flat_map(labels).collect();
         assert_eq!(parts, global);
         for l in &ranks {
             assert_eq!(l.state(), whole.state());

@@ -255,29 +255,33 @@ macro_rules! cpu_host_gradients {
 cpu_host_gradients!(f32, f64);
 
 #[cfg(feature = "cuda")]
-impl<E: Dtype + cudarc::driver::DeviceRepr> HostGradients<E> for dfdx::prelude::Cuda
-where
-    dfdx::prelude::Cuda: Device<E>,
-{
-    fn read_grad(
-        grads: &mut Gradients<E, Self>,
-        leaf: &Leaf<E, Self>,
-        out: &mut [E],
-    ) -> Result<(), Self::Err> {
-        let buf = grads.get_or_alloc_mut(leaf)?;
-        buf.device().dtoh_sync_copy_into(&**buf, out)?;
-        Ok(())
-    }
-    fn write_grad(
-        grads: &mut Gradients<E, Self>,
-        leaf: &Leaf<E, Self>,
-        src: &[E],
-    ) -> Result<(), Self::Err> {
-        let buf = grads.get_or_alloc_mut(leaf)?;
-        buf.device().htod_sync_copy_into(src, &mut **buf)?;
-        Ok(())
-    }
+macro_rules! cuda_host_gradients {
+    ($($e:ty),*) => {$(
+        impl HostGradients<$e> for dfdx::prelude::Cuda {
+            fn read_grad(
+                grads: &mut Gradients<$e, Self>,
+                leaf: &Leaf<$e, Self>,
+                out: &mut [$e],
+            ) -> Result<(), Self::Err> {
+                let buf = grads.get_or_alloc_mut(leaf)?;
+                buf.device().dtoh_sync_copy_into(&**buf, out)?;
+                Ok(())
+            }
+            fn write_grad(
+                grads: &mut Gradients<$e, Self>,
+                leaf: &Leaf<$e, Self>,
+                src: &[$e],
+            ) -> Result<(), Self::Err> {
+                let buf = grads.get_or_alloc_mut(leaf)?;
+                buf.device().htod_sync_copy_into(src, &mut **buf)?;
+                Ok(())
+            }
+        }
+    )*};
 }
+
+#[cfg(feature = "cuda")]
+cuda_host_gradients!(f32, f64);
 
 /// Data-parallel training over a [`Communicator`]: gradient averaging,
 /// metric reduction and the start-up agreement check (see the module

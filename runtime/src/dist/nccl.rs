@@ -9,13 +9,12 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaDevice, CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaDevice, CudaSlice, DeviceSlice};
 use dfdx::nn::tensor_collection::TensorCollection;
-use dfdx::prelude::{Cuda, Dtype, Gradients};
-use dfdx::tensor_ops::Device;
+use dfdx::prelude::{Cuda, Gradients, HasShape};
 
 pub use cudarc::nccl::safe::Id;
-use cudarc::nccl::safe::{Comm, NcclType, ReduceOp};
+use cudarc::nccl::safe::{Comm, ReduceOp};
 
 use super::DistError;
 use crate::optim::Params;
@@ -59,11 +58,9 @@ fn device_err(e: impl std::fmt::Debug) -> DistError {
     DistError::Device(format!("{e:?}"))
 }
 
-impl<E> Nccl<E>
-where
-    E: Dtype + DeviceRepr + ValidAsZeroBits + NcclType,
-    Cuda: Device<E>,
-{
+macro_rules! nccl_dtypes {
+    ($($e:ty),*) => {$(
+impl Nccl<$e> {
     /// Rank `rank` of `size` on `device` (the `CudaDevice` of this
     /// process's GPU), joining the group named by `id`.
     pub fn from_rank(
@@ -80,8 +77,15 @@ where
     }
 
     /// The group of one process on the GPU that holds `model`.
-    pub fn single<M: TensorCollection<E, Cuda>>(model: &M) -> Result<Self, DistError> {
-        let device = device_of(model)?;
+    pub fn single<M: TensorCollection<$e, Cuda>>(model: &M) -> Result<Self, DistError> {
+        // The device of the model's first parameter.
+        let params = Params::of(model).map_err(device_err)?;
+        let leaf = params
+            .leaves()
+            .first()
+            .ok_or_else(|| DistError::Invalid("the model has no trainable tensor".into()))?;
+        let mut grads: Gradients<$e, Cuda> = Gradients::leaky();
+        let device = grads.get_or_alloc_mut(leaf).map_err(device_err)?.device();
         Self::from_rank(device, 0, 1, Id::new().map_err(nccl_err)?)
     }
 
@@ -96,18 +100,18 @@ where
     }
 
     /// Replaces `grads` by their mean over the ranks (see [`Nccl`]).
-    pub fn all_reduce_mean<M: TensorCollection<E, Cuda>>(
+    pub fn all_reduce_mean<M: TensorCollection<$e, Cuda>>(
         &mut self,
         model: &M,
-        grads: &mut Gradients<E, Cuda>,
+        grads: &mut Gradients<$e, Cuda>,
     ) -> Result<(), DistError> {
         let params = Params::of(model).map_err(device_err)?;
         let total: usize = params.leaves().iter().map(|l| l.shape().0).sum();
         let device = self.comm.device();
         let fits = matches!(&self.buffers, Some((s, _)) if s.len() == total);
         if !fits {
-            let send = device.alloc_zeros::<E>(total).map_err(device_err)?;
-            let recv = device.alloc_zeros::<E>(total).map_err(device_err)?;
+            let send = device.alloc_zeros::<$e>(total).map_err(device_err)?;
+            let recv = device.alloc_zeros::<$e>(total).map_err(device_err)?;
             self.buffers = Some((send, recv));
         }
         let (send, recv) = self.buffers.as_mut().expect("just allocated");
@@ -136,19 +140,7 @@ where
     }
 }
 
-/// The `CudaDevice` that holds `model`'s first parameter.
-fn device_of<E, M>(model: &M) -> Result<Arc<CudaDevice>, DistError>
-where
-    E: Dtype,
-    Cuda: Device<E>,
-    M: TensorCollection<E, Cuda>,
-{
-    let params = Params::of(model).map_err(device_err)?;
-    let leaf = params
-        .leaves()
-        .first()
-        .ok_or_else(|| DistError::Invalid("the model has no trainable tensor".into()))?;
-    let mut grads: Gradients<E, Cuda> = Gradients::leaky();
-    let buf = grads.get_or_alloc_mut(leaf).map_err(device_err)?;
-    Ok(buf.device())
+)*};
 }
+
+nccl_dtypes!(f32, f64);
