@@ -38,6 +38,44 @@ impl MlpRemat {
     }
 }
 
+/// `remat` inside a block under `remat`: the outer recomputation runs the
+/// inner one in its own backward pass.
+pub struct Inner;
+
+#[compact]
+impl Inner {
+    fn forward(x: Input<6>) {
+        x + remat(Dense(6))(relu(x))
+    }
+}
+
+pub struct InnerPlain;
+
+#[compact]
+impl InnerPlain {
+    fn forward(x: Input<6>) {
+        x + Dense(6)(relu(x))
+    }
+}
+
+pub struct NestedPlain;
+
+#[compact]
+impl NestedPlain {
+    fn forward(x: Input<6>) {
+        Dense(2)(InnerPlain(name = "inner")(InnerPlain(name = "first")(x)))
+    }
+}
+
+pub struct NestedRemat;
+
+#[compact]
+impl NestedRemat {
+    fn forward(x: Input<6>) {
+        Dense(2)(remat(Inner(name = "inner"))(Inner(name = "first")(x)))
+    }
+}
+
 /// The exact bits of each value (`assert_eq` on floats takes -0 for 0).
 fn bits<E: Dtype>(v: &[E]) -> Vec<u64> {
     v.iter()
@@ -288,4 +326,17 @@ fn nondeterministic_block_is_refused() {
     let mut m = dev.build_module::<Remat<(Linear<8, 8>, Dropout)>, f32>();
     let x: Tensor<Rank2<16, 8>, f32, Cpu> = dev.sample_normal();
     let _ = m.forward_mut(x.leaky_trace()).sum().backward();
+}
+
+#[test]
+fn remat_inside_remat() {
+    let dev: Cpu = Cpu::seed_from_u64(2);
+    let (mut plain, mut remat) = twin!(dev, NestedPlain, NestedRemat, f64);
+    let x: Tensor<Rank2<3, 6>, f64, Cpu> = dev.sample_normal();
+    let g1 = plain.forward_mut(x.leaky_trace()).square().sum().backward();
+    let g2 = remat.forward_mut(x.leaky_trace()).square().sum().backward();
+    let (p1, p2) = (grads_by_key(&plain, &g1), grads_by_key(&remat, &g2));
+    assert!(p2.contains_key("inner.dense_0.weight"));
+    assert_eq!(p1, p2);
+    assert_eq!(g1.get(&x).as_vec(), g2.get(&x).as_vec());
 }
