@@ -90,7 +90,7 @@ pub enum DistError {
 }
 
 /// A process group that sums buffers across its members: the engine under
-/// [`DataParallel`] ([`Local`], [`Mpi`] with the `mpi` feature).
+/// [`DataParallel`] ([`Local`], `Mpi` with the `mpi` feature).
 ///
 /// Every member must make the same calls in the same order (collectives
 /// are matched by order, as in MPI).
