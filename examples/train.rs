@@ -537,7 +537,8 @@ where
         let acc = metrics.accuracy().unwrap_or(0.0) as f32;
         progress.update(state.step().min(total_steps), loss, acc);
         if state.step() >= stop_at {
-            if let (Some(p), Some(from)) = (profiler.take(), profile_from) {
+            // Rank 0's profile stands for all: the replicas run the same steps.
+            if let (Some(p), Some(from), true) = (profiler.take(), profile_from, root) {
                 let report = p.finish();
                 let path = args.out.join("profile.trace.json");
                 report
