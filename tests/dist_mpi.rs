@@ -253,6 +253,18 @@ fn rank_fails() {
 }
 
 #[test]
+#[ignore = "a rank of `a_rank_that_panics_ends_the_job`, started by mpirun"]
+fn rank_panics() {
+    let Some(_) = child_out() else { return };
+    let dp = DataParallel::new(Mpi::init().unwrap());
+    if dp.rank() == 1 {
+        panic!("a bug on rank 1 (a test of the panic path)");
+    }
+    dp.mean(1.0);
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
 #[ignore = "a rank of `a_killed_rank_ends_the_job`, started by mpirun"]
 fn rank_killed() {
     let Some(_) = child_out() else { return };
@@ -343,6 +355,21 @@ fn a_rank_that_fails_ends_the_job() {
         job.output
     );
     eprintln!("a failing rank ended the job in {:?}", job.took);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_rank_that_panics_ends_the_job() {
+    let out = scratch("panics");
+    let job = mpirun(2, "rank_panics", &out, Duration::from_secs(120));
+    assert!(!job.ok, "the job succeeded:\n{}", job.output);
+    assert!(
+        job.output
+            .contains("rank 1 of 2 panicked: aborting the job"),
+        "{}",
+        job.output
+    );
+    eprintln!("a panicking rank ended the job in {:?}", job.took);
     let _ = std::fs::remove_dir_all(&out);
 }
 
