@@ -43,6 +43,23 @@ impl Fnv64 {
         self.write(&(s.len() as u64).to_le_bytes());
         self.write(s.as_bytes());
     }
+    /// Adds the bit patterns of `values` (as f64: every dfdx float dtype
+    /// converts exactly), so that equal hashes mean equal values bit for
+    /// bit, signs of zeros included.
+    ///
+    /// ```
+    /// use flaxen_runtime::dist::Fnv64;
+    /// let (mut a, mut b) = (Fnv64::new(), Fnv64::new());
+    /// a.write_values(&[0.0f32]);
+    /// b.write_values(&[-0.0f32]);
+    /// assert_ne!(a.finish(), b.finish());
+    /// ```
+    pub fn write_values<E: Dtype>(&mut self, values: &[E]) {
+        for v in values {
+            let bits = v.to_f64().map_or(u64::MAX, f64::to_bits);
+            self.write(&bits.to_le_bytes());
+        }
+    }
     /// The hash.
     pub fn finish(&self) -> u64 {
         self.0
@@ -95,11 +112,7 @@ pub fn params_fingerprint<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     let params = Params::of(model)?;
     let mut h = Fnv64::new();
     for leaf in params.leaves() {
-        for v in leaf.as_vec() {
-            // Every dfdx float dtype converts to f64 exactly.
-            let bits = v.to_f64().map_or(u64::MAX, f64::to_bits);
-            h.write(&bits.to_le_bytes());
-        }
+        h.write_values(&leaf.as_vec());
     }
     Ok(h.finish())
 }

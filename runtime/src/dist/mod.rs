@@ -402,9 +402,7 @@ impl<C: Communicator> DataParallel<C> {
 
     /// The mean of `value` over the ranks (a metric: a loss, an accuracy).
     pub fn mean(&self, value: f64) -> f64 {
-        let mut out = [0.0];
-        self.comm.all_reduce_sum_f64(&[value], &mut out);
-        out[0] / self.comm.size() as f64
+        self.sum(value) / self.comm.size() as f64
     }
 
     /// The sum of `value` over the ranks.

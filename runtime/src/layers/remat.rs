@@ -424,7 +424,7 @@ fn digest<S: Shape, E: Dtype, D: Device<E>>(t: &Tensor<S, E, D>) -> Option<u64> 
     if !cfg!(debug_assertions) || TypeId::of::<D>() != TypeId::of::<Cpu>() {
         return None;
     }
-    let fnv =
-        |h: u64, v: &E| (h ^ v.to_f64().map_or(0, f64::to_bits)).wrapping_mul(0x100_0000_01b3);
-    Some(t.as_vec().iter().fold(0xcbf2_9ce4_8422_2325, fnv))
+    let mut h = crate::dist::Fnv64::new();
+    h.write_values(&t.as_vec());
+    Some(h.finish())
 }
