@@ -281,12 +281,16 @@ where
     /// [`LoaderConfig::shard`], `len / (B * count)`: global batches).
     pub fn batches_per_epoch(&self) -> usize {
         let n = self.dataset.len();
-        let global = B * self.config.shard.count;
         if self.config.drop_last {
-            n / global
+            n / self.global_batch()
         } else {
-            n.div_ceil(global)
+            n.div_ceil(self.global_batch())
         }
+    }
+
+    /// Examples per global batch: `B` times the number of shards.
+    fn global_batch(&self) -> usize {
+        B * self.config.shard.count
     }
 
     /// Where the stream is, counting batches already returned to the caller.
@@ -627,7 +631,7 @@ where
             self.state.epoch,
             self.state.position,
             self.dataset.len() as u64,
-            (B * self.config.shard.count) as u64,
+            self.global_batch() as u64,
             self.config.shuffle as u64,
             self.config.drop_last as u64,
         ];
@@ -661,7 +665,7 @@ where
         let [seed, epoch, position, len, batch, shuffle, drop_last] = v;
         let live = [
             ("dataset_len", len, self.dataset.len() as u64),
-            ("batch_size", batch, (B * self.config.shard.count) as u64),
+            ("batch_size", batch, self.global_batch() as u64),
             ("shuffle", shuffle, self.config.shuffle as u64),
             ("drop_last", drop_last, self.config.drop_last as u64),
         ];
