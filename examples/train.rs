@@ -463,9 +463,10 @@ where
         // Lines logged after the checkpoint (by the run that crashed) would
         // be logged again by this one.
         let metrics = args.out.join("metrics.jsonl");
-        let dropped = match root {
-            true => JsonlWriter::truncate_after(&metrics, state.step())?,
-            false => 0,
+        let dropped = if root {
+            JsonlWriter::truncate_after(&metrics, state.step())?
+        } else {
+            0
         };
         if dropped > 0 {
             println!(
@@ -495,9 +496,10 @@ where
             Some(from)
         }
     };
-    let mut logger = match root {
-        true => Some(MetricsLogger::new(&args.out)?),
-        false => None,
+    let mut logger = if root {
+        Some(MetricsLogger::new(&args.out)?)
+    } else {
+        None
     };
     if root && dp.size() > 1 {
         println!(
