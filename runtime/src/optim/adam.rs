@@ -1,9 +1,9 @@
 //! `adam` and `adamw` (Optax `adam` / `adamw`).
 
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
-use dfdx::tensor_ops::{AdamConfig, Device, SgdConfig, WeightDecay};
+use dfdx::tensor_ops::{AdamConfig, Device, WeightDecay};
 
-use super::exact::{on_host, run_on_host, AdamConsts};
+use super::exact::{on_host, run_on_host_param, AdamConsts, AdamStep};
 use super::fused::{Buffers, Kernel};
 use super::masked::Mask;
 use super::saved::{load_count, load_counter, save_count, save_counter};
@@ -311,21 +311,23 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
         };
         // Three buffers (mu, nu, direction) exactly when the state was
         // built for the host kernel.
-        if !self.pytorch && moments.len() == 3 && run_on_host(&consts, moments, grad) {
-            let [mu, _, dir] = moments else {
-                unreachable!("three buffers")
-            };
+        if !self.pytorch && moments.len() == 3 {
             // `param -= lr * (dir + wd * param)`: Optax's
-            // `add_decayed_weights` then `scale_by_learning_rate`. With no
-            // momentum the kernel only reads its velocity buffer.
-            let sgd = SgdConfig {
+            // `add_decayed_weights` then `scale_by_learning_rate`, after the
+            // direction in the same pass; the direction's buffer holds the
+            // parameter meanwhile.
+            let step = AdamStep {
+                adam: consts,
                 lr: self.cfg.lr,
-                momentum: None,
                 weight_decay: self.cfg.weight_decay.map(|wd| match wd {
-                    WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => WeightDecay::L2(wd),
+                    WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
                 }),
             };
-            return sgd.try_update(param, mu, dir);
+            if let [mu, nu, dir] = moments {
+                if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad) {
+                    return Ok(());
+                }
+            }
         }
         let [mu, nu, ..] = moments else {
             unreachable!("adam has two moments")

@@ -12,10 +12,16 @@
 //! dfdx's SGD kernel (`p -= lr * (direction + wd * p)`, Optax's
 //! `add_decayed_weights` then `scale_by_learning_rate`, same rounding).
 //! Other buffers (CUDA, `f16`) keep dfdx's kernel.
+//!
+//! On the host both halves run as one pass ([`AdamStep`]) on the rayon
+//! threads: dfdx's SGD kernel is a serial loop, which measured as 5% of a
+//! W2 training step's cycles on its own. dfdx keeps a tensor's memory
+//! private, so the parameter is copied out and back ([`run_on_host_param`]);
+//! the arithmetic, and so every bit of the result, is the two kernels'.
 
 use std::any::{Any, TypeId};
 
-use dfdx::prelude::{Cpu, Storage};
+use dfdx::prelude::{Cpu, CopySlice, Shape, Storage, Tensor};
 use num_traits::Float;
 use rayon::prelude::*;
 
@@ -100,6 +106,54 @@ pub(crate) fn run_on_host<V: 'static, K: HostKernel>(
     false
 }
 
+/// Runs `kernel` with the values of `param` appended to `bufs` as their
+/// last slice, in `out` (a buffer of `param`'s size the caller owns), and
+/// writes the last slice back into `param`: for kernels that update the
+/// parameter itself ([`AdamStep`]). Returns `false`, touching nothing,
+/// unless all of them are host buffers (`Cpu`, `f32` or `f64`).
+pub(crate) fn run_on_host_param<S: Shape, E, D: Storage<E>, K: HostKernel>(
+    kernel: &K,
+    param: &mut Tensor<S, E, D>,
+    bufs: &mut [&mut D::Vec],
+    out: &mut D::Vec,
+    grad: &D::Vec,
+) -> bool
+where
+    E: dfdx::prelude::Unit,
+{
+    fn run<S: Shape, F: HostFloat + Send + Sync, V: 'static, K: HostKernel>(
+        kernel: &K,
+        param: &mut dyn Any,
+        bufs: &mut [&mut V],
+        out: &mut V,
+        grad: &V,
+    ) -> bool
+    where
+        Cpu: CopySlice<F>,
+    {
+        let Some(param) = param.downcast_mut::<Tensor<S, F, Cpu>>() else {
+            return false;
+        };
+        let Some((mut views, g)) = views::<F, V>(bufs, grad) else {
+            return false;
+        };
+        let Some(out) = F::view_mut(out) else {
+            return false;
+        };
+        if out.len() != g.len() || views.iter().any(|v| v.len() != g.len()) {
+            return false;
+        }
+        param.copy_into(out);
+        views.push(&mut *out);
+        run_split(kernel, views, g);
+        param.copy_from(out);
+        true
+    }
+    let param: &mut dyn Any = param;
+    run::<S, f32, D::Vec, K>(kernel, param, bufs, out, grad)
+        || run::<S, f64, D::Vec, K>(kernel, param, bufs, out, grad)
+}
+
 /// Elements per task of [`run_split`]: a task outweighs its scheduling.
 const SPLIT: usize = 1 << 15;
 
@@ -130,43 +184,85 @@ fn cast<F: Float>(x: f64) -> F {
     F::from(x).unwrap_or_else(F::nan)
 }
 
-impl HostKernel for AdamConsts {
-    /// `bufs`: `mu`, `nu`, and the direction's output.
+/// One step's constants of Optax's `scale_by_adam` in the dtype: the one
+/// copy of its per-element formula.
+struct AdamDir<F> {
+    b1: F,
+    b2: F,
+    w1: F,
+    w2: F,
+    bc1: F,
+    bc2: F,
+    eps: F,
+}
+
+impl<F: Float> AdamDir<F> {
+    #[inline(always)]
+    fn new(c: &AdamConsts) -> Self {
+        let (b1, b2): (F, F) = (cast(c.b1), cast(c.b2));
+        // `b^t` as a correctly rounded power of the rounded `b`: XLA's `pow`
+        // agrees with it where `powi`'s repeated products drift by an ulp, and
+        // `1 - b2^t` turns that ulp into 3e-5 (relative) at t = 2.
+        let pow = |b: F| cast(b.to_f64().unwrap_or(f64::NAN).powf(f64::from(c.t)));
+        Self {
+            b1,
+            b2,
+            w1: cast(1.0 - c.b1),
+            w2: cast(1.0 - c.b2),
+            bc1: F::one() - pow(b1),
+            bc2: F::one() - pow(b2),
+            eps: cast(c.eps),
+        }
+    }
+
+    /// Updates the moments `m`, `v` with `g` and returns the direction.
+    #[inline(always)]
+    fn step(&self, m: &mut F, v: &mut F, g: F) -> F {
+        *m = self.w1 * g + self.b1 * *m;
+        *v = self.w2 * (g * g) + self.b2 * *v;
+        (*m / self.bc1) / ((*v / self.bc2).sqrt() + self.eps)
+    }
+}
+
+/// Adam's direction ([`AdamConsts`]) and the learning-rate step after it,
+/// `p -= lr * (dir + wd * p)` with `lr` and `wd` rounded to the dtype and
+/// dfdx's SGD kernel's order of operations (no momentum), in one pass.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdamStep {
+    pub(crate) adam: AdamConsts,
+    pub(crate) lr: f64,
+    pub(crate) weight_decay: Option<f64>,
+}
+
+impl HostKernel for AdamStep {
+    /// `bufs`: `mu`, `nu`, and the parameter, updated in place.
     fn run<F: Float>(&self, bufs: &mut [&mut [F]], g: &[F]) {
-        if let [mu, nu, dir] = bufs {
-            adam_host_simd(self, mu, nu, dir, g);
+        if let [mu, nu, p] = bufs {
+            adam_step_simd(self, mu, nu, p, g);
         }
     }
 }
 
-simd_dispatch!(fn adam_host_simd<F: Float>(
-    c: &AdamConsts,
+simd_dispatch!(fn adam_step_simd<F: Float>(
+    c: &AdamStep,
     mu: &mut [F],
     nu: &mut [F],
-    dir: &mut [F],
+    p: &mut [F],
     g: &[F],
-) => adam_host);
+) => adam_step);
 
-/// Optax's `scale_by_adam` (eps_root = 0, no Nesterov) on host slices:
-/// `mu = (1 - b1) g + b1 mu`, `nu = (1 - b2) g² + b2 nu`,
-/// `dir = (mu / (1 - b1^t)) / (sqrt(nu / (1 - b2^t)) + eps)`, with `1 - b`
-/// rounded from `f64` and the bias corrections computed in `F` (as Optax
-/// does in `f32` without `jax_enable_x64`).
+/// [`adam_host`]'s direction, then dfdx's `sgd_kernel` on it, per element.
 #[inline(always)]
-fn adam_host<F: Float>(c: &AdamConsts, mu: &mut [F], nu: &mut [F], dir: &mut [F], g: &[F]) {
-    let (b1, b2): (F, F) = (cast(c.b1), cast(c.b2));
-    let (w1, w2): (F, F) = (cast(1.0 - c.b1), cast(1.0 - c.b2));
-    // `b^t` as a correctly rounded power of the rounded `b`: XLA's `pow`
-    // agrees with it where `powi`'s repeated products drift by an ulp, and
-    // `1 - b2^t` turns that ulp into 3e-5 (relative) at t = 2.
-    let pow = |b: F| cast(b.to_f64().unwrap_or(f64::NAN).powf(f64::from(c.t)));
-    let bc1 = F::one() - pow(b1);
-    let bc2 = F::one() - pow(b2);
-    let eps: F = cast(c.eps);
-    for (((m, v), d), &g) in mu.iter_mut().zip(nu.iter_mut()).zip(dir.iter_mut()).zip(g) {
-        *m = w1 * g + b1 * *m;
-        *v = w2 * (g * g) + b2 * *v;
-        *d = (*m / bc1) / ((*v / bc2).sqrt() + eps);
+fn adam_step<F: Float>(c: &AdamStep, mu: &mut [F], nu: &mut [F], p: &mut [F], g: &[F]) {
+    let a = AdamDir::new(&c.adam);
+    let lr: F = cast(c.lr);
+    let wd: Option<F> = c.weight_decay.map(cast);
+    for (((m, v), p), &g) in mu.iter_mut().zip(nu.iter_mut()).zip(p.iter_mut()).zip(g) {
+        let mut d = a.step(m, v, g);
+        if let Some(wd) = wd {
+            d = d + wd * *p;
+        }
+        *p = *p - d * lr;
     }
 }
 
@@ -245,29 +341,67 @@ fn rsqrt<F: Float>(x: F) -> F {
 
 #[cfg(test)]
 mod tests {
+    use dfdx::prelude::*;
+    use dfdx::tensor_ops::{SgdConfig, WeightDecay};
+
     use super::*;
 
-    /// Split across threads, the kernel gives the values it gives in one
-    /// piece, bit for bit (three blocks and a ragged tail).
+    fn start(n: usize, k: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32) * k).cos() * 0.1).collect()
+    }
+
+    /// One pass of [`AdamStep`] equals Optax's direction followed by
+    /// dfdx's SGD kernel (the two passes it replaces), bit for bit, with
+    /// and without weight decay, split across threads (three blocks and a
+    /// ragged tail) or not.
     #[test]
-    fn split_runs_equal_one_run() {
-        let n = 3 * SPLIT + 123;
-        let g: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.37).sin()).collect();
-        let start = |k: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32) * k).cos() * 0.1).collect() };
-        let c = AdamConsts {
-            b1: 0.9,
-            b2: 0.999,
-            eps: 1e-8,
-            t: 3,
-        };
-        let (mut m1, mut v1, mut d1) = (
-            start(0.11),
-            start(0.13).iter().map(|v| v * v).collect::<Vec<_>>(),
-            vec![0.0; n],
-        );
-        let (mut m2, mut v2, mut d2) = (m1.clone(), v1.clone(), d1.clone());
-        c.run(&mut [&mut m1[..], &mut v1[..], &mut d1[..]], &g);
-        run_split(&c, vec![&mut m2[..], &mut v2[..], &mut d2[..]], &g);
-        assert_eq!((m1, v1, d1), (m2, v2, d2));
+    fn fused_step_equals_direction_then_sgd() {
+        let dev: Cpu = Default::default();
+        for n in [1000, 3 * SPLIT + 123] {
+            for weight_decay in [None, Some(0.3)] {
+                let c = AdamStep {
+                    adam: AdamConsts {
+                        b1: 0.9,
+                        b2: 0.999,
+                        eps: 1e-8,
+                        t: 3,
+                    },
+                    lr: 0.7,
+                    weight_decay,
+                };
+                let g = start(n, 0.37);
+                let p0 = start(n, 0.05);
+                let (mut m1, mut v1) = (start(n, 0.11), start(n, 0.13));
+                v1.iter_mut().for_each(|v| *v *= *v);
+                let (mut m2, mut v2) = (m1.clone(), v1.clone());
+
+                // The reference: the direction, then dfdx's kernel.
+                let a = AdamDir::<f32>::new(&c.adam);
+                let dir: Vec<f32> = (0..n).map(|i| a.step(&mut m1[i], &mut v1[i], g[i])).collect();
+                let mut want: Tensor<(usize,), f32, _> = dev.tensor_from_vec(p0.clone(), (n,));
+                let sgd = SgdConfig {
+                    lr: c.lr,
+                    momentum: None,
+                    weight_decay: weight_decay.map(WeightDecay::L2),
+                };
+                // dfdx's kernel takes its buffers as `Gradients` entries.
+                let key: Tensor<(usize,), f32, _> = dev.zeros_like(&(n,));
+                let (mut velocity, mut direction) = (Gradients::leaky(), Gradients::leaky());
+                velocity.try_alloc_for(&key).unwrap();
+                direction.try_alloc_for(&key).unwrap();
+                direction
+                    .get_or_alloc_mut(&key)
+                    .unwrap()
+                    .copy_from_slice(&dir);
+                let velocity = velocity.get_or_alloc_mut(&key).unwrap();
+                let direction = direction.get_or_alloc_mut(&key).unwrap();
+                sgd.try_update(&mut want, velocity, direction).unwrap();
+
+                let mut got = p0.clone();
+                run_split(&c, vec![&mut m2[..], &mut v2[..], &mut got[..]], &g);
+                assert_eq!((&m1, &v1), (&m2, &v2));
+                assert_eq!(got, want.as_vec(), "n {n} weight decay {weight_decay:?}");
+            }
+        }
     }
 }
