@@ -14,8 +14,9 @@
 //! - scan: every 5 steps, one upload of 5 stacked batches, `scan!(5, ..)`,
 //!   and one read of the 5 losses.
 //!
-//! The two modes alternate in blocks so they share the machine's load; the
-//! ratio (scan / naive) is the figure to compare across machines.
+//! The two modes alternate every 5 steps (each going first in every other
+//! round) so they share the machine's load; the ratio (scan / naive) is
+//! the figure to compare across machines.
 //!
 //! ```text
 //! cargo run --release --example bench_scan             # full run
@@ -140,36 +141,46 @@ where
     let mut naive_s = 0.0;
     let mut scan_s = 0.0;
     let mut sink = 0.0f32;
-    // Block 0 is warm-up (allocator, caches) and is not counted.
+    // The two modes alternate every K steps, each going first in every
+    // other round, so that both see the same machine load and neither
+    // always follows the other. Block 0 is warm-up (allocator, caches) and
+    // is not counted.
     for block in 0..=blocks {
-        let t = Instant::now();
-        for _ in 0..scans_per_block {
-            for k in 0..K {
-                let x: X = dev.tensor_from_vec(
-                    data.x[k * B * PIXELS..(k + 1) * B * PIXELS].to_vec(),
-                    (Const, Const, Const, Const),
-                );
-                let y: Y = dev.tensor_from_vec(data.y[k * B..(k + 1) * B].to_vec(), (Const,));
-                let (s, loss) = step(state, (x, y));
-                state = s;
-                sink += loss.array();
+        for round in 0..scans_per_block {
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for scanned in order {
+                let t = Instant::now();
+                state = if scanned {
+                    let xs: Tensor<Rank5<K, B, 1, 28, 28>, f32, Dev> =
+                        dev.tensor_from_vec(data.x.clone(), Default::default());
+                    let ys: Tensor<Rank2<K, B>, usize, Dev> =
+                        dev.tensor_from_vec(data.y.clone(), Default::default());
+                    let (s, losses) = scan!(K, step, state, (xs, ys));
+                    sink += losses.array().iter().sum::<f32>();
+                    s
+                } else {
+                    for k in 0..K {
+                        let x: X = dev.tensor_from_vec(
+                            data.x[k * B * PIXELS..(k + 1) * B * PIXELS].to_vec(),
+                            (Const, Const, Const, Const),
+                        );
+                        let y: Y =
+                            dev.tensor_from_vec(data.y[k * B..(k + 1) * B].to_vec(), (Const,));
+                        let (s, loss) = step(state, (x, y));
+                        state = s;
+                        sink += loss.array();
+                    }
+                    state
+                };
+                let dt = t.elapsed().as_secs_f64();
+                if block > 0 {
+                    *(if scanned { &mut scan_s } else { &mut naive_s }) += dt;
+                }
             }
-        }
-        let naive = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        for _ in 0..scans_per_block {
-            let xs: Tensor<Rank5<K, B, 1, 28, 28>, f32, Dev> =
-                dev.tensor_from_vec(data.x.clone(), Default::default());
-            let ys: Tensor<Rank2<K, B>, usize, Dev> =
-                dev.tensor_from_vec(data.y.clone(), Default::default());
-            let (s, losses) = scan!(K, step, state, (xs, ys));
-            state = s;
-            sink += losses.array().iter().sum::<f32>();
-        }
-        let scanned = t.elapsed().as_secs_f64();
-        if block > 0 {
-            naive_s += naive;
-            scan_s += scanned;
         }
     }
     let samples = (blocks * scans_per_block * K * B) as f64;

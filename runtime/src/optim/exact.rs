@@ -21,7 +21,7 @@
 
 use std::any::{Any, TypeId};
 
-use dfdx::prelude::{Cpu, CopySlice, Shape, Storage, Tensor};
+use dfdx::prelude::{CopySlice, Cpu, Shape, Storage, Tensor};
 use num_traits::Float;
 use rayon::prelude::*;
 
@@ -377,7 +377,9 @@ mod tests {
 
                 // The reference: the direction, then dfdx's kernel.
                 let a = AdamDir::<f32>::new(&c.adam);
-                let dir: Vec<f32> = (0..n).map(|i| a.step(&mut m1[i], &mut v1[i], g[i])).collect();
+                let dir: Vec<f32> = (0..n)
+                    .map(|i| a.step(&mut m1[i], &mut v1[i], g[i]))
+                    .collect();
                 let mut want: Tensor<(usize,), f32, _> = dev.tensor_from_vec(p0.clone(), (n,));
                 let sgd = SgdConfig {
                     lr: c.lr,
