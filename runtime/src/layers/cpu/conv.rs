@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::gemm::{matmul, Mat, MatMut};
 use super::pool::PlanePool;
 use super::scratch::Scratch;
-use super::{fine_chunking, Elem, Shared};
+use super::{fine_chunking, Elem};
 use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 
 /// `dst = src` for the short runs of one output row: a run of eight or more
@@ -164,6 +164,31 @@ fn sum<E: Elem>(xs: &[E]) -> E {
 pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
     let w = &geom.win;
     w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt + w.pb + w.pl + w.pr == 0
+}
+
+/// A raw pointer that rayon tasks share, each writing its own examples'
+/// disjoint ranges through it.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: the tasks write disjoint ranges (see `Shared::range`) and end
+// before the buffer is used again (rayon joins them).
+unsafe impl<T: Send> Send for Shared<T> {}
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    fn new(buf: &mut [T]) -> Self {
+        Self(buf.as_mut_ptr())
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// The range lies inside the buffer `new` saw, is initialised, and no
+    /// other live reference overlaps it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
 }
 
 /// What [`forward`] keeps for [`backward`]: the input (the patch matrices

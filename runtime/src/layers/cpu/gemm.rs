@@ -1,8 +1,6 @@
 //! A bounds-checked front for `gemm::gemm` on row/column-strided slices.
 
-use rayon::prelude::*;
-
-use super::{Elem, Shared};
+use super::Elem;
 
 /// A read-only `rows x cols` matrix in `data`, element `(i, j)` at
 /// `i * rs + j * cs`.
@@ -80,8 +78,7 @@ pub(super) fn matmul<E: Elem>(
 }
 
 /// [`matmul`] on up to `threads` rayon threads (for one large product,
-/// where splitting it beats running products side by side): one block of
-/// rows or columns per thread, each a single-threaded gemm.
+/// where gemm's own split beats running products side by side).
 pub(super) fn matmul_threads<E: Elem>(
     dst: MatMut<'_, E>,
     accumulate: bool,
@@ -106,118 +103,34 @@ pub(super) fn matmul_threads<E: Elem>(
     if threads <= 1 && small_product(&mut dst, accumulate, lhs, rhs) {
         return;
     }
-    let (m, n) = (dst.rows, dst.cols);
-    let views = Views::new(&mut dst, accumulate, lhs, rhs);
-    // Split the side whose blocks repack the smaller other operand: row
-    // blocks each pack all of `rhs` (k x n), column blocks all of `lhs`.
-    split(views, m, n, n <= m, threads);
-}
-
-/// The `m x n` product of `views` on up to `threads` rayon tasks, each a
-/// block of rows (`by_rows`) or columns.
-fn split<E: Elem>(views: Views<E>, m: usize, n: usize, by_rows: bool, threads: usize) {
-    let len = if by_rows { m } else { n };
-    let parts = if threads > 1 {
-        threads.min(len / SPLIT)
-    } else {
-        1
-    };
-    if parts <= 1 {
-        // SAFETY: the caller checked the views; `dst` aliases no input.
-        return unsafe { views.block(0, m, 0, n) };
-    }
-    let per = len.div_ceil(parts).div_ceil(SPLIT) * SPLIT;
-    (0..len.div_ceil(per)).into_par_iter().for_each(|b| {
-        let (start, count) = (b * per, per.min(len - b * per));
-        // SAFETY: as above; the blocks are disjoint parts of `dst` (rows
-        // or columns `start..start + count`), each written by one task,
-        // and all end before `dst`'s borrow does (rayon joins them).
-        unsafe {
-            if by_rows {
-                views.block(start, count, 0, n)
-            } else {
-                views.block(0, m, start, count)
-            }
-        }
-    });
-}
-
-/// Blocks of a split product are multiples of this many rows or columns
-/// (gemm's `f32` tile on AVX-512 is 4 x 16 rows by 6 columns; 16 keeps
-/// every block on whole vectors).
-const SPLIT: usize = 16;
-
-/// The three checked views of [`matmul_threads`] as pointers and strides.
-#[derive(Clone, Copy)]
-struct Views<E> {
-    dst: Shared<E>,
-    dst_rs: usize,
-    dst_cs: usize,
-    lhs: *const E,
-    lhs_rs: usize,
-    lhs_cs: usize,
-    rhs: *const E,
-    rhs_rs: usize,
-    rhs_cs: usize,
-    k: usize,
-    accumulate: bool,
-}
-// SAFETY: the inputs are only read.
-unsafe impl<E: Sync> Send for Views<E> {}
-unsafe impl<E: Sync> Sync for Views<E> {}
-
-impl<E: Elem> Views<E> {
-    fn new(dst: &mut MatMut<'_, E>, accumulate: bool, lhs: Mat<'_, E>, rhs: Mat<'_, E>) -> Self {
-        Views {
-            dst: Shared(dst.data.as_mut_ptr()),
-            dst_rs: dst.rs,
-            dst_cs: dst.cs,
-            lhs: lhs.data.as_ptr(),
-            lhs_rs: lhs.rs,
-            lhs_cs: lhs.cs,
-            rhs: rhs.data.as_ptr(),
-            rhs_rs: rhs.rs,
-            rhs_cs: rhs.cs,
-            k: lhs.cols,
+    // SAFETY: the asserts above keep every strided access inside its slice,
+    // `dst` is borrowed mutably so it aliases neither input, and `E` is f32
+    // or f64 (the `Elem` impls), which gemm supports.
+    unsafe {
+        gemm::gemm(
+            dst.rows,
+            dst.cols,
+            lhs.cols,
+            dst.data.as_mut_ptr(),
+            dst.cs as isize,
+            dst.rs as isize,
             accumulate,
-        }
-    }
-
-    /// Rows `i0..i0 + m` by columns `j0..j0 + n` of the product, by one
-    /// single-threaded gemm. Products split this way measured faster than
-    /// through gemm's own `Rayon` split, which hands out many small jobs
-    /// (medians of 100 interleaved runs on two threads, a Dense layer of
-    /// 3136 -> 256 at batch 32: forward `w xᵀ` 0.21-0.33 vs 0.28-0.40 ms,
-    /// weight gradient 0.28-0.33 vs 0.31-0.34; its input gradient, split
-    /// by columns, the same as gemm's).
-    ///
-    /// # Safety
-    /// The block lies inside the checked views, and no other live
-    /// reference overlaps its part of `dst`.
-    unsafe fn block(&self, i0: usize, m: usize, j0: usize, n: usize) {
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                self.k,
-                self.dst.0.add(i0 * self.dst_rs + j0 * self.dst_cs),
-                self.dst_cs as isize,
-                self.dst_rs as isize,
-                self.accumulate,
-                self.lhs.add(i0 * self.lhs_rs),
-                self.lhs_cs as isize,
-                self.lhs_rs as isize,
-                self.rhs.add(j0 * self.rhs_cs),
-                self.rhs_cs as isize,
-                self.rhs_rs as isize,
-                E::one(),
-                E::one(),
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
-            )
-        }
+            lhs.data.as_ptr(),
+            lhs.cs as isize,
+            lhs.rs as isize,
+            rhs.data.as_ptr(),
+            rhs.cs as isize,
+            rhs.rs as isize,
+            E::one(),
+            E::one(),
+            false,
+            false,
+            false,
+            match threads {
+                0 | 1 => gemm::Parallelism::None,
+                n => gemm::Parallelism::Rayon(n),
+            },
+        )
     }
 }
 
@@ -413,38 +326,6 @@ mod tests {
                 for (g, w) in got.iter().zip(&want) {
                     assert!((g - w).abs() < 1e-12, "{m}x{n}x{k}: {g} vs {w}");
                 }
-            }
-        }
-    }
-
-    /// A product split over two threads, by rows (`n <= m`) or by columns,
-    /// ragged last blocks included, gives the one-block product's values.
-    #[test]
-    fn split_products_match_one_block() {
-        let fill =
-            |n: usize, k: f64| -> Vec<f64> { (0..n).map(|i| (i as f64 * k).sin()).collect() };
-        for (m, n, k, lhs_t) in [(70, 20, 50, false), (20, 101, 50, true), (40, 40, 3, false)] {
-            let a = fill(m * k, 0.37);
-            let b = fill(k * n, 0.11);
-            let lhs = if lhs_t {
-                Mat::transposed(&a, m, k)
-            } else {
-                Mat::rows(&a, m, k)
-            };
-            let start = fill(m * n, 0.7);
-            let (mut one, mut two) = (start.clone(), start.clone());
-            // SAFETY: the views are the checked ones `matmul_threads` builds.
-            let mut dst = MatMut::rows(&mut one, m, n);
-            unsafe { Views::new(&mut dst, true, lhs, Mat::rows(&b, k, n)).block(0, m, 0, n) };
-            matmul_threads(
-                MatMut::rows(&mut two, m, n),
-                true,
-                lhs,
-                Mat::rows(&b, k, n),
-                2,
-            );
-            for (g, w) in two.iter().zip(&one) {
-                assert!((g - w).abs() < 1e-12, "{m}x{n}x{k}: {g} vs {w}");
             }
         }
     }

@@ -28,32 +28,6 @@ pub(crate) trait Elem: Dtype + num_traits::Float + Pooled {}
 impl Elem for f32 {}
 impl Elem for f64 {}
 
-/// A raw pointer that rayon tasks share, each writing its own disjoint
-/// part of one buffer through it (a convolution's examples, a product's
-/// blocks).
-#[derive(Clone, Copy)]
-pub(super) struct Shared<T>(pub(super) *mut T);
-// SAFETY: the tasks write disjoint parts (see `Shared::range`) and end
-// before the buffer is used again (rayon joins them).
-unsafe impl<T: Send> Send for Shared<T> {}
-unsafe impl<T: Send> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    pub(super) fn new(buf: &mut [T]) -> Self {
-        Self(buf.as_mut_ptr())
-    }
-
-    /// Elements `start..start + len`.
-    ///
-    /// # Safety
-    /// The range lies inside the buffer `new` saw, is initialised, and no
-    /// other live reference overlaps it.
-    #[allow(clippy::mut_from_ref)]
-    pub(super) unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
-    }
-}
-
 /// How many items each rayon task gets: one contiguous run per thread, so
 /// per-task scratch buffers and partial sums stay few.
 fn chunking(items: usize) -> usize {
