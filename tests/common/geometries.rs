@@ -29,6 +29,10 @@ macro_rules! conv_geometries {
             c = 2, o = 3, k = (3, 2), s = (2, 3), pad = (2, 0, 1, 2), hw = (7, 8)
         );
         $check!(
+            conv_valid_3x3_wide_rows $(, $extra)*,
+            c = 2, o = 3, k = (3, 3), s = (1, 1), pad = (0, 0, 0, 0), hw = (6, 11)
+        );
+        $check!(
             conv_pointwise $(, $extra)*,
             c = 4, o = 2, k = (1, 1), s = (1, 1), pad = (0, 0, 0, 0), hw = (5, 6)
         );

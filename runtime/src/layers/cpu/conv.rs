@@ -1,147 +1,20 @@
 //! Convolution kernels: im2col + gemm forward, gemm + col2im backward, one
 //! rayon task per contiguous run of examples, with an optional fused
 //! epilogue (relu, pooling) applied while each example's output is in
-//! cache.
+//! cache. A stride-1 convolution uses the wide patch matrix ([`Wide`]):
+//! whole padded rows instead of output rows, which measured 12% faster
+//! (forward and backward) for a 3x3 SAME convolution from 32 to 64
+//! channels on 14 x 14 at batch 32, for 14% more multiply-adds.
 
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
+use super::im2col::{col2im, im2col, is_pointwise, pad_scratch};
 use super::pool::PlanePool;
 use super::scratch::Scratch;
+use super::wide::{self, Wide};
 use super::{fine_chunking, Elem};
-use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
-
-/// `dst = src` for the short runs of one output row: a run of eight or more
-/// is copied in fixed eight-element blocks (the last one overlapping), so
-/// no call to `memcpy` is paid per row.
-#[inline(always)]
-fn copy_run<E: Elem>(dst: &mut [E], src: &[E]) {
-    let n = dst.len();
-    let src = &src[..n];
-    if n < 8 {
-        dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
-        return;
-    }
-    let mut d = dst.chunks_exact_mut(8);
-    let mut s = src.chunks_exact(8);
-    for (d, s) in (&mut d).zip(&mut s) {
-        d.copy_from_slice(s);
-    }
-    if !d.into_remainder().is_empty() {
-        dst[n - 8..].copy_from_slice(&src[n - 8..]);
-    }
-}
-
-/// The zero-padded plane's height and width, `(h + pt + pb, w + pl + pr)`.
-#[inline(always)]
-fn padded_dims(win: &Window2D) -> (usize, usize) {
-    (win.h + win.pt + win.pb, win.w + win.pl + win.pr)
-}
-
-#[inline(always)]
-fn is_padded(win: &Window2D) -> bool {
-    win.pt + win.pb + win.pl + win.pr > 0
-}
-
-/// The scratch [`im2col`] and [`col2im`] need: one padded plane, or none.
-fn pad_scratch<E: Elem>(win: &Window2D) -> Scratch<E> {
-    let (hp, wp) = padded_dims(win);
-    Scratch::new(if is_padded(win) { hp * wp } else { 0 })
-}
-
-/// Copies the `h x w` plane `xc` into `pad` with its zero padding around
-/// it, so that every window reads inside `pad` without bounds logic.
-#[inline(always)]
-fn pad_plane<E: Elem>(win: &Window2D, xc: &[E], pad: &mut [E]) {
-    let (_, wp) = padded_dims(win);
-    let zero = |s: &mut [E]| s.iter_mut().for_each(|v| *v = E::zero());
-    zero(&mut pad[..win.pt * wp]);
-    zero(&mut pad[(win.pt + win.h) * wp..]);
-    for (r, row) in pad[win.pt * wp..]
-        .chunks_exact_mut(wp)
-        .take(win.h)
-        .enumerate()
-    {
-        zero(&mut row[..win.pl]);
-        copy_run(&mut row[win.pl..win.pl + win.w], &xc[r * win.w..]);
-        zero(&mut row[win.pl + win.w..]);
-    }
-}
-
-/// Writes the `(c * kh * kw) x (oh * ow)` patch matrix of one example; the
-/// rows of group `g` are `g * patch..(g + 1) * patch`. `pad` is scratch of
-/// one padded plane (unused without padding).
-#[inline(always)]
-fn im2col<E: Elem>(geom: &ConvGeometry, x: &[E], cols: &mut [E], pad: &mut [E]) {
-    let win = &geom.win;
-    let (positions, plane) = (win.out_plane(), win.in_plane());
-    let wp = padded_dims(win).1;
-    let mut rows = cols.chunks_exact_mut(positions);
-    for xc in x.chunks_exact(plane).take(geom.c) {
-        let src: &[E] = if is_padded(win) {
-            pad_plane(win, xc, pad);
-            pad
-        } else {
-            xc
-        };
-        for ki in 0..win.kh {
-            for kj in 0..win.kw {
-                let row = rows.next().expect("patch rows");
-                for (oy, out) in row.chunks_exact_mut(win.ow).enumerate() {
-                    let start = (oy * win.sh + ki * win.dh) * wp + kj * win.dw;
-                    if win.sw == 1 {
-                        copy_run(out, &src[start..]);
-                    } else {
-                        let src = src[start..].iter().step_by(win.sw);
-                        out.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Adds the patch-matrix gradient `dcols` of one example into its input
-/// gradient `dx` (the adjoint of [`im2col`]); `pad` as there.
-#[inline(always)]
-fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E], pad: &mut [E]) {
-    let win = &geom.win;
-    let (positions, plane) = (win.out_plane(), win.in_plane());
-    let wp = padded_dims(win).1;
-    let mut rows = dcols.chunks_exact(positions);
-    for dxc in dx.chunks_exact_mut(plane).take(geom.c) {
-        let padded = is_padded(win);
-        let acc: &mut [E] = if padded {
-            pad.iter_mut().for_each(|v| *v = E::zero());
-            &mut *pad
-        } else {
-            &mut *dxc
-        };
-        for ki in 0..win.kh {
-            for kj in 0..win.kw {
-                let row = rows.next().expect("patch rows");
-                for (oy, grad) in row.chunks_exact(win.ow).enumerate() {
-                    let start = (oy * win.sh + ki * win.dh) * wp + kj * win.dw;
-                    if win.sw == 1 {
-                        let dst = &mut acc[start..start + win.ow];
-                        dst.iter_mut().zip(grad).for_each(|(d, &g)| *d += g);
-                    } else {
-                        let dst = acc[start..].iter_mut().step_by(win.sw);
-                        dst.zip(grad).for_each(|(d, &g)| *d += g);
-                    }
-                }
-            }
-        }
-        if padded {
-            let inner = pad[win.pt * wp..].chunks_exact(wp).take(win.h);
-            for (d, p) in dxc.chunks_exact_mut(win.w).zip(inner) {
-                d.iter_mut()
-                    .zip(&p[win.pl..win.pl + win.w])
-                    .for_each(|(d, &g)| *d += g);
-            }
-        }
-    }
-}
+use crate::layers::{ConvGeometry, Epilogue, PoolKind};
 
 /// The sum of `xs` with eight independent accumulators, so it vectorises
 /// (a single running sum is bound by the latency of each addition).
@@ -156,14 +29,6 @@ fn sum<E: Elem>(xs: &[E]) -> E {
         }
     }
     acc.iter().fold(tail, |s, &v| s + v)
-}
-
-/// A 1x1 kernel with stride 1 and no padding reads the input as its own
-/// patch matrix, so im2col and col2im are skipped.
-#[inline(always)]
-pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
-    let w = &geom.win;
-    w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt + w.pb + w.pl + w.pr == 0
 }
 
 /// A raw pointer that rayon tasks share, each writing its own examples'
@@ -219,8 +84,12 @@ struct Dims {
     conv_len: usize,
     /// Positions per plane after the epilogue's pooling.
     out_plane: usize,
-    /// The patch matrix, `c * kh * kw * oh * ow`.
+    /// The patch matrix, `c * kh * kw * npos`.
     col_len: usize,
+    /// The patch matrix's columns: the output positions, or the wide
+    /// layout's `oh * wp` ([`Wide`]).
+    npos: usize,
+    wide: Option<Wide>,
     /// Outputs after the epilogue, `o * out_plane`.
     out_len: usize,
     groups: usize,
@@ -235,13 +104,17 @@ impl Dims {
     fn new(geom: &ConvGeometry, epi: &Epilogue) -> Self {
         let positions = geom.win.out_plane();
         let out_plane = epi.out_plane(geom);
+        let wide = Wide::of(geom);
+        let npos = wide.map_or(positions, |w| w.n);
         Self {
             patch: geom.patch(),
             positions,
             chw: geom.c * geom.win.in_plane(),
             conv_len: geom.o * positions,
             out_plane,
-            col_len: geom.cols() * positions,
+            col_len: geom.cols() * npos,
+            npos,
+            wide,
             out_len: geom.o * out_plane,
             groups: geom.groups,
             og: geom.o / geom.groups,
@@ -293,6 +166,8 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
         conv_len,
         out_plane,
         col_len,
+        npos,
+        wide,
         out_len,
         groups,
         og,
@@ -300,60 +175,84 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
     } = Dims::new(geom, epi);
     let per = fine_chunking(batch);
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-    let mut pad = pad_scratch::<E>(win);
+    let mut pad = match &wide {
+        Some(w) => Scratch::new(w.pad_len),
+        None => pad_scratch::<E>(win),
+    };
+    // The wide product, before it is compacted into `y`.
+    let mut wide_out = wide.map(|w| Scratch::<E>::new(geom.o * w.n));
     // A pooled example's convolution output lives here, in cache, until
     // it is pooled; an unpooled one is written to `y` in place.
     let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
     for b in t * per..((t + 1) * per).min(batch) {
         let xb = &xs[b * chw..(b + 1) * chw];
-        let colsb: &[E] = match cols.as_deref_mut() {
-            Some(buf) => {
+        let colsb: &[E] = match (cols.as_deref_mut(), &wide) {
+            (Some(buf), Some(w)) => {
+                wide::im2col(geom, w, xb, buf, &mut pad);
+                buf
+            }
+            (Some(buf), None) => {
                 im2col(geom, xb, buf, &mut pad);
                 buf
             }
-            None => xb,
+            (None, _) => xb,
         };
+        let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
         // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
         // other buffers below), which only this task touches; `y`'s
-        // capacity covers `batch * out_len`. The unpooled `y` is written
-        // (with the bias) just below, before anything reads it.
-        // Every output starts as its bias (or zero); the gemm adds the
-        // convolution.
-        let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
+        // capacity covers `batch * out_len`. Every element of an unpooled
+        // `y` is written just below (as its bias, or compacted from the
+        // wide product) before anything reads it as `E`.
         let yb: &mut [E] = match conv_out.as_deref_mut() {
-            Some(buf) => {
-                for (ch, row) in buf.chunks_exact_mut(positions).enumerate() {
-                    row.iter_mut().for_each(|v| *v = bias_of(ch));
-                }
-                buf
-            }
-            // SAFETY: example `b` owns `b * out_len..` of `y` (and of
-            // the other buffers below), which only this task touches;
-            // `y`'s capacity covers `batch * out_len`. Every element is
-            // written here before the slice is read as `E`.
+            Some(buf) => buf,
             None => unsafe {
                 let slot = ys.range(b * out_len, out_len);
+                // Starts as the bias, which the product is added to, or as
+                // zeros that the wide product's compaction overwrites.
+                let start = |ch: usize| {
+                    if wide.is_none() {
+                        bias_of(ch)
+                    } else {
+                        E::zero()
+                    }
+                };
                 for (ch, row) in slot.chunks_exact_mut(positions).enumerate() {
                     row.iter_mut().for_each(|v| {
-                        v.write(bias_of(ch));
+                        v.write(start(ch));
                     });
                 }
                 &mut *(slot as *mut [std::mem::MaybeUninit<E>] as *mut [E])
             },
         };
-        let blocks = yb.chunks_exact_mut(og * positions);
+        // The product goes into the wide buffer (then compacted, adding
+        // the bias) or straight into `yb`, which starts as the bias.
+        let (dst, accumulate): (&mut [E], bool) = match wide_out.as_deref_mut() {
+            Some(buf) => (buf, false),
+            None => {
+                if pool.is_some() {
+                    for (ch, row) in yb.chunks_exact_mut(positions).enumerate() {
+                        row.iter_mut().for_each(|v| *v = bias_of(ch));
+                    }
+                }
+                (&mut *yb, true)
+            }
+        };
+        let blocks = dst.chunks_exact_mut(og * npos);
         for (g, (yg, wg)) in blocks
             .zip(ws.chunks_exact(og * patch))
             .enumerate()
             .take(groups)
         {
-            let cg = &colsb[g * patch * positions..(g + 1) * patch * positions];
+            let cg = &colsb[g * patch * npos..(g + 1) * patch * npos];
             matmul(
-                MatMut::rows(yg, og, positions),
-                true,
+                MatMut::rows(yg, og, npos),
+                accumulate,
                 Mat::rows(wg, og, patch),
-                Mat::rows(cg, patch, positions),
+                Mat::rows(cg, patch, npos),
             );
+        }
+        if let (Some(w), Some(buf)) = (&wide, wide_out.as_deref()) {
+            wide::compact(win, w, buf, yb, bias_of);
         }
         if epi.relu {
             // SAFETY: as above; `positive` is empty unless kept.
@@ -510,12 +409,14 @@ fn backward_task<E: Elem>(
         conv_len,
         out_plane,
         col_len,
+        npos,
+        wide,
         out_len,
         groups,
         og,
         pointwise,
     } = Dims::new(geom, epi);
-    let gcols = patch * positions;
+    let gcols = patch * npos;
     let fused = epi.relu || pool.is_some();
     let per = fine_chunking(batch);
     let (x, weight) = (&saved.x[..], &saved.weight[..]);
@@ -523,7 +424,12 @@ fn backward_task<E: Elem>(
     let mut dw = Scratch::new(geom.o * patch);
     let mut db = vec![E::zero(); bias_len];
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-    let mut pad = pad_scratch::<E>(win);
+    let mut pad = match &wide {
+        Some(w) => Scratch::new(w.pad_len),
+        None => pad_scratch::<E>(win),
+    };
+    // The output gradient in the wide layout (zeros in its extra columns).
+    let mut dwide = wide.map(|w| Scratch::<E>::new(geom.o * w.n));
     let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
     let mut dcols = None;
     let mut row = vec![E::zero(); pool.as_ref().map_or(0, |_| out_plane)];
@@ -567,16 +473,29 @@ fn backward_task<E: Elem>(
             }
         };
         let xb = &x[b * chw..(b + 1) * chw];
-        let colsb: &[E] = match cols.as_deref_mut() {
-            Some(buf) => {
+        let colsb: &[E] = match (cols.as_deref_mut(), &wide) {
+            (Some(buf), Some(w)) => {
+                wide::im2col(geom, w, xb, buf, &mut pad);
+                buf
+            }
+            (Some(buf), None) => {
                 im2col(geom, xb, buf, &mut pad);
                 buf
             }
-            None => xb,
+            (None, _) => xb,
+        };
+        // What the products read as the output gradient: `dyb`, or its
+        // wide form.
+        let dyp: &[E] = match (dwide.as_deref_mut(), &wide) {
+            (Some(buf), Some(w)) => {
+                wide::expand(win, w, dyb, buf);
+                buf
+            }
+            _ => dyb,
         };
         for (g, dwg) in dw.chunks_exact_mut(og * patch).enumerate().take(groups) {
-            let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
-            let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], positions, patch);
+            let dyg = Mat::rows(&dyp[g * og * npos..][..og * npos], og, npos);
+            let cg = Mat::transposed(&colsb[g * gcols..(g + 1) * gcols], npos, patch);
             matmul(MatMut::rows(dwg, og, patch), i > 0, dyg, cg);
         }
         // An empty `db` (no bias) makes this loop a no-op.
@@ -592,9 +511,9 @@ fn backward_task<E: Elem>(
         // input's channels), else into `dcols` for col2im.
         let group_grads = |dst: &mut [E], accumulate: bool| {
             for (g, dcg) in dst.chunks_exact_mut(gcols).enumerate().take(groups) {
-                let dyg = Mat::rows(&dyb[g * og * positions..][..og * positions], og, positions);
+                let dyg = Mat::rows(&dyp[g * og * npos..][..og * npos], og, npos);
                 let wt = Mat::transposed(&weight[g * og * patch..][..og * patch], patch, og);
-                matmul(MatMut::rows(dcg, patch, positions), accumulate, wt, dyg);
+                matmul(MatMut::rows(dcg, patch, npos), accumulate, wt, dyg);
             }
         };
         if pointwise {
@@ -602,7 +521,10 @@ fn backward_task<E: Elem>(
         } else {
             let dcols = dcols.get_or_insert_with(|| Scratch::new(col_len));
             group_grads(dcols, false);
-            col2im(geom, dcols, dxb, &mut pad);
+            match &wide {
+                Some(w) => wide::col2im(geom, w, dcols, dxb, &mut pad),
+                None => col2im(geom, dcols, dxb, &mut pad),
+            }
         }
     }
     (dw, db)
@@ -691,103 +613,5 @@ impl<E: Elem> super::ConvKernels<E> for Kernels {
         bias_grad: bool,
     ) -> (Scratch<E>, Vec<E>) {
         backward(geom, epi, batch, saved, dy, dx, bias_grad)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn geom(
-        c: usize,
-        kernel: [usize; 2],
-        s: [usize; 2],
-        p: [usize; 4],
-        hw: [usize; 2],
-    ) -> ConvGeometry {
-        let oh = crate::layers::conv_out_size(hw[0], kernel[0], s[0], p[0], p[1]);
-        let ow = crate::layers::conv_out_size(hw[1], kernel[1], s[1], p[2], p[3]);
-        ConvGeometry {
-            c,
-            o: 1,
-            win: Window2D::checked(kernel, s, p, hw, [oh, ow]),
-            groups: 1,
-        }
-    }
-
-    fn dilated(
-        c: usize,
-        kernel: [usize; 2],
-        d: [usize; 2],
-        s: [usize; 2],
-        p: [usize; 4],
-        hw: [usize; 2],
-    ) -> ConvGeometry {
-        let (eh, ew) = (
-            crate::layers::dilated_kernel(kernel[0], d[0]),
-            crate::layers::dilated_kernel(kernel[1], d[1]),
-        );
-        let oh = crate::layers::conv_out_size(hw[0], eh, s[0], p[0], p[1]);
-        let ow = crate::layers::conv_out_size(hw[1], ew, s[1], p[2], p[3]);
-        ConvGeometry {
-            c,
-            o: 1,
-            win: Window2D::checked_dilated(kernel, d, s, p, hw, [oh, ow]),
-            groups: 1,
-        }
-    }
-
-    /// im2col by definition, to check the fast one against.
-    fn im2col_naive(g: &ConvGeometry, x: &[f64]) -> Vec<f64> {
-        let w = &g.win;
-        let mut out = Vec::new();
-        for ch in 0..g.c {
-            for ki in 0..w.kh {
-                for kj in 0..w.kw {
-                    for oy in 0..w.oh {
-                        for ox in 0..w.ow {
-                            let iy = (oy * w.sh + ki * w.dh) as isize - w.pt as isize;
-                            let ix = (ox * w.sw + kj * w.dw) as isize - w.pl as isize;
-                            let inside =
-                                iy >= 0 && ix >= 0 && (iy as usize) < w.h && (ix as usize) < w.w;
-                            out.push(if inside {
-                                x[ch * w.h * w.w + iy as usize * w.w + ix as usize]
-                            } else {
-                                0.0
-                            });
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn im2col_and_col2im_are_adjoint_and_exact() {
-        let cases = [
-            geom(2, [3, 3], [1, 1], [1, 1, 1, 1], [5, 4]),
-            geom(1, [2, 3], [2, 2], [0, 1, 2, 0], [6, 7]),
-            geom(3, [3, 2], [2, 3], [2, 2, 1, 1], [4, 5]),
-            geom(1, [5, 5], [2, 2], [0, 0, 0, 0], [9, 9]),
-            dilated(2, [3, 2], [2, 3], [1, 2], [2, 1, 0, 3], [7, 8]),
-            dilated(1, [2, 3], [3, 1], [2, 2], [0, 0, 1, 1], [6, 5]),
-        ];
-        for g in cases {
-            let n = g.c * g.win.in_plane();
-            let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
-            let mut cols = vec![0.0; g.patch() * g.win.out_plane()];
-            let (hp, wp) = padded_dims(&g.win);
-            let mut pad = vec![0.0; hp * wp];
-            im2col(&g, &x, &mut cols, &mut pad);
-            assert_eq!(cols, im2col_naive(&g, &x), "{g:?}");
-            // <im2col(x), d> == <x, col2im(d)>
-            let d: Vec<f64> = (0..cols.len()).map(|i| (i as f64 * 0.11).cos()).collect();
-            let mut dx = vec![0.0; n];
-            col2im(&g, &d, &mut dx, &mut pad);
-            let lhs: f64 = cols.iter().zip(&d).map(|(a, b)| a * b).sum();
-            let rhs: f64 = x.iter().zip(&dx).map(|(a, b)| a * b).sum();
-            assert!((lhs - rhs).abs() < 1e-9, "{g:?}");
-        }
     }
 }

@@ -11,9 +11,11 @@ mod conv;
 mod conv_transpose;
 mod dense;
 mod gemm;
+mod im2col;
 mod pool;
 pub(super) mod resize;
 mod scratch;
+mod wide;
 
 use dfdx::prelude::*;
 use rayon::prelude::*;
