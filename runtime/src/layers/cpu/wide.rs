@@ -33,12 +33,20 @@ pub(super) struct Wide {
 
 impl Wide {
     /// The wide layout of `geom`: for stride 1 in both axes, a kernel
-    /// wider than one cell (a 1x1 kernel reads its input as it lies) and
-    /// at most a quarter more columns than output positions.
+    /// wider than one cell (a 1x1 kernel reads its input as it lies), at
+    /// most a quarter more columns than output positions, and more patch
+    /// rows than output channels: the layout saves `oh` short copies per
+    /// patch row and costs `oh` per output channel ([`compact`],
+    /// [`expand`]), so a first layer (1 channel in, 9 patch rows, 32 out)
+    /// measured slower with it.
     pub fn of(geom: &ConvGeometry) -> Option<Self> {
         let w = &geom.win;
         let (hp, wp) = (w.h + w.pt + w.pb, w.w + w.pl + w.pr);
-        let fits = w.sh == 1 && w.sw == 1 && w.kw > 1 && 4 * wp <= 5 * w.ow;
+        let fits = w.sh == 1
+            && w.sw == 1
+            && w.kw > 1
+            && 4 * wp <= 5 * w.ow
+            && geom.cols() > geom.o;
         fits.then(|| Self {
             wp,
             n: w.oh * wp,
