@@ -288,8 +288,8 @@ impl<L: Schedule> Adam<L> {
 }
 
 /// Adam at step `t` (1-based, for the bias correction): Optax's direction
-/// then dfdx's SGD kernel on host buffers, dfdx's fused Adam kernel
-/// elsewhere or with `pytorch`.
+/// and learning-rate step in one pass on host buffers ([`AdamStep`]),
+/// dfdx's fused Adam kernel elsewhere or with `pytorch`.
 struct AdamKernel {
     t: i32,
     cfg: AdamConfig,

@@ -7,17 +7,18 @@
 //! `b2 = 0.999` that is `0.00099998713` against `0.001`, which makes every
 //! step ≈6.7e-6 (relative) larger than Optax's. dfdx gives no way to pass
 //! other constants to its kernel, so for host buffers this module computes
-//! Optax's direction `m̂ / (sqrt(v̂) + eps)` itself, in the same single pass
-//! and in Optax's order of operations; the learning-rate step is then
-//! dfdx's SGD kernel (`p -= lr * (direction + wd * p)`, Optax's
-//! `add_decayed_weights` then `scale_by_learning_rate`, same rounding).
-//! Other buffers (CUDA, `f16`) keep dfdx's kernel.
+//! Optax's direction `m̂ / (sqrt(v̂) + eps)` itself, in Optax's order of
+//! operations, and the learning-rate step after it in the same pass
+//! ([`AdamStep`]: `p -= lr * (direction + wd * p)`, Optax's
+//! `add_decayed_weights` then `scale_by_learning_rate`, rounded as dfdx's
+//! SGD kernel rounds it). Other buffers (CUDA, `f16`) keep dfdx's kernel.
 //!
-//! On the host both halves run as one pass ([`AdamStep`]) on the rayon
-//! threads: dfdx's SGD kernel is a serial loop, which measured as 5% of a
-//! W2 training step's cycles on its own. dfdx keeps a tensor's memory
-//! private, so the parameter is copied out and back ([`run_on_host_param`]);
-//! the arithmetic, and so every bit of the result, is the two kernels'.
+//! The pass runs on the rayon threads. It replaced a host pass for the
+//! direction followed by dfdx's SGD kernel, a serial loop that measured as
+//! 5% of a W2 training step's cycles on its own; dfdx keeps a tensor's
+//! memory private, so the parameter is copied out and back
+//! ([`run_on_host_param`]), and the result is the two kernels', bit for
+//! bit.
 
 use std::any::{Any, TypeId};
 
