@@ -42,11 +42,7 @@ impl Wide {
     pub fn of(geom: &ConvGeometry) -> Option<Self> {
         let w = &geom.win;
         let (hp, wp) = (w.h + w.pt + w.pb, w.w + w.pl + w.pr);
-        let fits = w.sh == 1
-            && w.sw == 1
-            && w.kw > 1
-            && 4 * wp <= 5 * w.ow
-            && geom.cols() > geom.o;
+        let fits = w.sh == 1 && w.sw == 1 && w.kw > 1 && 4 * wp <= 5 * w.ow && geom.cols() > geom.o;
         fits.then(|| Self {
             wp,
             n: w.oh * wp,
