@@ -14,7 +14,9 @@ use super::pool::PlanePool;
 use super::scratch::Scratch;
 use super::wide::{self, Wide};
 use super::{fine_chunking, Elem};
-use crate::layers::{ConvGeometry, Epilogue, PoolKind};
+use std::mem::MaybeUninit;
+
+use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 
 /// The sum of `xs` with eight independent accumulators, so it vectorises
 /// (a single running sum is bound by the latency of each addition).
@@ -53,6 +55,38 @@ impl<T> Shared<T> {
     #[allow(clippy::mut_from_ref)]
     unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
         unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
+
+/// The scratch of one padded plane that the patch matrix needs: the wide
+/// layout's (with its trailing zeros), or the exact one's.
+fn pad_for<E: Elem>(win: &Window2D, wide: Option<&Wide>) -> Scratch<E> {
+    match wide {
+        Some(w) => Scratch::new(w.pad_len),
+        None => pad_scratch(win),
+    }
+}
+
+/// The patch matrix of example `x`: built into `cols` (wide or exact), or
+/// `x` itself for a pointwise kernel (no `cols`).
+#[inline(always)]
+fn patches<'a, E: Elem>(
+    geom: &ConvGeometry,
+    wide: Option<&Wide>,
+    x: &'a [E],
+    cols: Option<&'a mut [E]>,
+    pad: &mut [E],
+) -> &'a [E] {
+    match (cols, wide) {
+        (Some(buf), Some(w)) => {
+            wide::im2col(geom, w, x, buf, pad);
+            buf
+        }
+        (Some(buf), None) => {
+            im2col(geom, x, buf, pad);
+            buf
+        }
+        (None, _) => x,
     }
 }
 
@@ -175,10 +209,7 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
     } = Dims::new(geom, epi);
     let per = fine_chunking(batch);
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-    let mut pad = match &wide {
-        Some(w) => Scratch::new(w.pad_len),
-        None => pad_scratch::<E>(win),
-    };
+    let mut pad = pad_for::<E>(win, wide.as_ref());
     // The wide product, before it is compacted into `y`.
     let mut wide_out = wide.map(|w| Scratch::<E>::new(geom.o * w.n));
     // A pooled example's convolution output lives here, in cache, until
@@ -186,73 +217,53 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
     let mut conv_out = pool.is_some().then(|| Scratch::<E>::new(conv_len));
     for b in t * per..((t + 1) * per).min(batch) {
         let xb = &xs[b * chw..(b + 1) * chw];
-        let colsb: &[E] = match (cols.as_deref_mut(), &wide) {
-            (Some(buf), Some(w)) => {
-                wide::im2col(geom, w, xb, buf, &mut pad);
-                buf
-            }
-            (Some(buf), None) => {
-                im2col(geom, xb, buf, &mut pad);
-                buf
-            }
-            (None, _) => xb,
-        };
+        let colsb = patches(geom, wide.as_ref(), xb, cols.as_deref_mut(), &mut pad);
         let bias_of = |ch: usize| bias.map_or(E::zero(), |bias| bias[ch]);
-        // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
-        // other buffers below), which only this task touches; `y`'s
-        // capacity covers `batch * out_len`. Every element of an unpooled
-        // `y` is written just below (as its bias, or compacted from the
-        // wide product) before anything reads it as `E`.
-        let yb: &mut [E] = match conv_out.as_deref_mut() {
-            Some(buf) => buf,
-            None => unsafe {
-                let slot = ys.range(b * out_len, out_len);
-                // Starts as the bias, which the product is added to, or as
-                // zeros that the wide product's compaction overwrites.
-                let start = |ch: usize| {
-                    if wide.is_none() {
-                        bias_of(ch)
-                    } else {
-                        E::zero()
-                    }
-                };
+        let slot: &mut [MaybeUninit<E>] = match conv_out.as_deref_mut() {
+            // SAFETY: `MaybeUninit<E>` has `E`'s layout, and only
+            // initialised values are written through the view.
+            Some(buf) => unsafe { &mut *(buf as *mut [E] as *mut [MaybeUninit<E>]) },
+            // SAFETY: example `b` owns `b * out_len..` of `y` (and of the
+            // other buffers below), which only this task touches; `y`'s
+            // capacity covers `batch * out_len`.
+            None => unsafe { ys.range(b * out_len, out_len) },
+        };
+        let product = |dst: &mut [E], accumulate: bool| {
+            let blocks = dst.chunks_exact_mut(og * npos);
+            for (g, (yg, wg)) in blocks
+                .zip(ws.chunks_exact(og * patch))
+                .enumerate()
+                .take(groups)
+            {
+                let cg = &colsb[g * patch * npos..(g + 1) * patch * npos];
+                matmul(
+                    MatMut::rows(yg, og, npos),
+                    accumulate,
+                    Mat::rows(wg, og, patch),
+                    Mat::rows(cg, patch, npos),
+                );
+            }
+        };
+        // Every output is written once before it is read as `E`: compacted
+        // from the wide product with its bias, or set to the bias that the
+        // product is then added to.
+        match (&wide, wide_out.as_deref_mut()) {
+            (Some(w), Some(buf)) => {
+                product(buf, false);
+                wide::compact(win, w, buf, slot, bias_of);
+            }
+            _ => {
                 for (ch, row) in slot.chunks_exact_mut(positions).enumerate() {
                     row.iter_mut().for_each(|v| {
-                        v.write(start(ch));
+                        v.write(bias_of(ch));
                     });
                 }
-                &mut *(slot as *mut [std::mem::MaybeUninit<E>] as *mut [E])
-            },
-        };
-        // The product goes into the wide buffer (then compacted, adding
-        // the bias) or straight into `yb`, which starts as the bias.
-        let (dst, accumulate): (&mut [E], bool) = match wide_out.as_deref_mut() {
-            Some(buf) => (buf, false),
-            None => {
-                if pool.is_some() {
-                    for (ch, row) in yb.chunks_exact_mut(positions).enumerate() {
-                        row.iter_mut().for_each(|v| *v = bias_of(ch));
-                    }
-                }
-                (&mut *yb, true)
             }
-        };
-        let blocks = dst.chunks_exact_mut(og * npos);
-        for (g, (yg, wg)) in blocks
-            .zip(ws.chunks_exact(og * patch))
-            .enumerate()
-            .take(groups)
-        {
-            let cg = &colsb[g * patch * npos..(g + 1) * patch * npos];
-            matmul(
-                MatMut::rows(yg, og, npos),
-                accumulate,
-                Mat::rows(wg, og, patch),
-                Mat::rows(cg, patch, npos),
-            );
         }
-        if let (Some(w), Some(buf)) = (&wide, wide_out.as_deref()) {
-            wide::compact(win, w, buf, yb, bias_of);
+        // SAFETY: every element of `slot` was written just above.
+        let yb = unsafe { &mut *(slot as *mut [MaybeUninit<E>] as *mut [E]) };
+        if wide.is_none() {
+            product(yb, true);
         }
         if epi.relu {
             // SAFETY: as above; `positive` is empty unless kept.
@@ -424,10 +435,7 @@ fn backward_task<E: Elem>(
     let mut dw = Scratch::new(geom.o * patch);
     let mut db = vec![E::zero(); bias_len];
     let mut cols = (!pointwise).then(|| Scratch::<E>::new(col_len));
-    let mut pad = match &wide {
-        Some(w) => Scratch::new(w.pad_len),
-        None => pad_scratch::<E>(win),
-    };
+    let mut pad = pad_for::<E>(win, wide.as_ref());
     // The output gradient in the wide layout (zeros in its extra columns).
     let mut dwide = wide.map(|w| Scratch::<E>::new(geom.o * w.n));
     let mut dconv = fused.then(|| Scratch::<E>::new(conv_len));
@@ -473,17 +481,7 @@ fn backward_task<E: Elem>(
             }
         };
         let xb = &x[b * chw..(b + 1) * chw];
-        let colsb: &[E] = match (cols.as_deref_mut(), &wide) {
-            (Some(buf), Some(w)) => {
-                wide::im2col(geom, w, xb, buf, &mut pad);
-                buf
-            }
-            (Some(buf), None) => {
-                im2col(geom, xb, buf, &mut pad);
-                buf
-            }
-            (None, _) => xb,
-        };
+        let colsb = patches(geom, wide.as_ref(), xb, cols.as_deref_mut(), &mut pad);
         // What the products read as the output gradient: `dyb`, or its
         // wide form.
         let dyp: &[E] = match (dwide.as_deref_mut(), &wide) {

@@ -128,13 +128,21 @@ pub(super) fn col2im<E: Elem>(geom: &ConvGeometry, dcols: &[E], dx: &mut [E], pa
             }
         }
         if padded {
-            let inner = pad[win.pt * wp..].chunks_exact(wp).take(win.h);
-            for (d, p) in dxc.chunks_exact_mut(win.w).zip(inner) {
-                d.iter_mut()
-                    .zip(&p[win.pl..win.pl + win.w])
-                    .for_each(|(d, &g)| *d += g);
-            }
+            add_interior(win, pad, dxc);
         }
+    }
+}
+
+/// `dxc += ` the interior (the unpadded `h x w` cells) of the padded
+/// plane `pad`: the input gradient that a col2im gathered there.
+#[inline(always)]
+pub(super) fn add_interior<E: Elem>(win: &Window2D, pad: &[E], dxc: &mut [E]) {
+    let wp = padded_dims(win).1;
+    let inner = pad[win.pt * wp..].chunks_exact(wp).take(win.h);
+    for (d, p) in dxc.chunks_exact_mut(win.w).zip(inner) {
+        d.iter_mut()
+            .zip(&p[win.pl..win.pl + win.w])
+            .for_each(|(d, &g)| *d += g);
     }
 }
 
@@ -147,7 +155,7 @@ pub(super) fn is_pointwise(geom: &ConvGeometry) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn geom(
@@ -167,7 +175,9 @@ mod tests {
         }
     }
 
-    fn dilated(
+    /// A one-output-channel geometry with a dilated kernel (shared with
+    /// the wide layout's tests).
+    pub(in crate::layers::cpu) fn dilated(
         c: usize,
         kernel: [usize; 2],
         d: [usize; 2],

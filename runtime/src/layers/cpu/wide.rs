@@ -15,7 +15,9 @@
 //!
 //! The adjoint, [`col2im`], is likewise one contiguous sum per patch row.
 
-use super::im2col::pad_plane;
+use std::mem::MaybeUninit;
+
+use super::im2col::{add_interior, pad_plane};
 use super::Elem;
 use crate::layers::{ConvGeometry, Window2D};
 
@@ -96,23 +98,19 @@ pub(super) fn col2im<E: Elem>(
                 acc.iter_mut().zip(row).for_each(|(a, &g)| *a += g);
             }
         }
-        let inner = pad[win.pt * wide.wp..].chunks_exact(wide.wp).take(win.h);
-        for (d, p) in dxc.chunks_exact_mut(win.w).zip(inner) {
-            d.iter_mut()
-                .zip(&p[win.pl..win.pl + win.w])
-                .for_each(|(d, &g)| *d += g);
-        }
+        add_interior(win, pad, dxc);
     }
 }
 
 /// `out[ch][oy][ox] = wide[ch][oy * wp + ox] + bias(ch)` for `ox < ow`:
-/// the convolution's output from its wide product.
+/// the convolution's output from its wide product, written once into
+/// `out` (which may be uninitialised).
 #[inline(always)]
 pub(super) fn compact<E: Elem>(
     win: &Window2D,
     wide: &Wide,
     src: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     bias_of: impl Fn(usize) -> E,
 ) {
     let planes = src
@@ -121,7 +119,9 @@ pub(super) fn compact<E: Elem>(
     for (ch, (s, o)) in planes.enumerate() {
         let b = bias_of(ch);
         for (sr, or) in s.chunks_exact(wide.wp).zip(o.chunks_exact_mut(win.ow)) {
-            or.iter_mut().zip(sr).for_each(|(o, &v)| *o = v + b);
+            or.iter_mut().zip(sr).for_each(|(o, &v)| {
+                o.write(v + b);
+            });
         }
     }
 }
@@ -143,21 +143,12 @@ pub(super) fn expand<E: Elem>(win: &Window2D, wide: &Wide, dy: &[E], out: &mut [
 
 #[cfg(test)]
 mod tests {
+    use super::super::im2col::tests::dilated;
     use super::*;
 
+    /// A stride-1 geometry (the only ones with a wide layout).
     fn geom(c: usize, k: [usize; 2], d: [usize; 2], p: [usize; 4], hw: [usize; 2]) -> ConvGeometry {
-        let (eh, ew) = (
-            crate::layers::dilated_kernel(k[0], d[0]),
-            crate::layers::dilated_kernel(k[1], d[1]),
-        );
-        let oh = crate::layers::conv_out_size(hw[0], eh, 1, p[0], p[1]);
-        let ow = crate::layers::conv_out_size(hw[1], ew, 1, p[2], p[3]);
-        ConvGeometry {
-            c,
-            o: 1,
-            win: Window2D::checked_dilated(k, d, [1, 1], p, hw, [oh, ow]),
-            groups: 1,
-        }
+        dilated(c, k, d, [1, 1], p, hw)
     }
 
     /// The wide patch matrix holds the exact one in its first `ow` columns
@@ -212,10 +203,11 @@ mod tests {
             let rhs: f64 = x.iter().zip(&dx).map(|(a, b)| a * b).sum();
             assert!((lhs - rhs).abs() < 1e-9, "{g:?}: {lhs} vs {rhs}");
             // compact undoes expand, adding the bias.
-            let mut back = vec![f64::NAN; d.len()];
+            let mut back = vec![MaybeUninit::new(f64::NAN); d.len()];
             compact(&win, &w, &dw, &mut back, |ch| ch as f64);
             for (i, (b, v)) in back.iter().zip(&d).enumerate() {
-                assert_eq!(*b, v + (i / win.out_plane()) as f64);
+                // SAFETY: initialised (NaN) above, and overwritten by `compact`.
+                assert_eq!(unsafe { b.assume_init() }, v + (i / win.out_plane()) as f64);
             }
         }
     }
