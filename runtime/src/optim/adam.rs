@@ -311,7 +311,7 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
         };
         // Three buffers (mu, nu, direction) exactly when the state was
         // built for the host kernel.
-        if !self.pytorch && moments.len() == 3 {
+        if let (false, [mu, nu, dir]) = (self.pytorch, &mut *moments) {
             // `param -= lr * (dir + wd * param)`: Optax's
             // `add_decayed_weights` then `scale_by_learning_rate`, after the
             // direction in the same pass; the direction's buffer holds the
@@ -323,10 +323,8 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
                     WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
                 }),
             };
-            if let [mu, nu, dir] = moments {
-                if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad) {
-                    return Ok(());
-                }
+            if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad) {
+                return Ok(());
             }
         }
         let [mu, nu, ..] = moments else {

@@ -252,7 +252,8 @@ simd_dispatch!(fn adam_step_simd<F: Float>(
     g: &[F],
 ) => adam_step);
 
-/// [`adam_host`]'s direction, then dfdx's `sgd_kernel` on it, per element.
+/// [`AdamDir::step`]'s direction, then dfdx's `sgd_kernel` on it, per
+/// element.
 #[inline(always)]
 fn adam_step<F: Float>(c: &AdamStep, mu: &mut [F], nu: &mut [F], p: &mut [F], g: &[F]) {
     let a = AdamDir::new(&c.adam);
