@@ -88,21 +88,28 @@ mod tests {
     /// other: values and the gradients of `x`, the weight and the bias, for
     /// every epilogue, with and without bias and input gradient, with
     /// negative pre-activations (relu's mask) and windows that overlap and
-    /// pad (pooling's general path).
+    /// pad (pooling's general path). Two input depths: 2 channels (an
+    /// 18-row patch matrix, through gemm) and 1 (a first layer's 9-row
+    /// patch, whose forward product takes the short-inner-dimension path).
     #[test]
     fn fused_equals_the_ops_in_sequence() {
+        fused_vs_sequence::<2>();
+        fused_vs_sequence::<1>();
+    }
+
+    fn fused_vs_sequence<const C: usize>() {
         let dev = Cpu::seed_from_u64(3);
-        // 2 -> 4 channels, 3x3 SAME on 6x5, three examples.
+        // C -> 4 channels, 3x3 SAME on 6x5, three examples.
         let geom = ConvGeometry {
-            c: 2,
+            c: C,
             o: 4,
             win: Window2D::checked([3, 3], [1, 1], [1, 1, 1, 1], [6, 5], [6, 5]),
             groups: 1,
         };
         let tiled = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 1], [6, 5], [3, 3]);
         let overlap = Window2D::checked([3, 2], [2, 1], [1, 1, 0, 0], [6, 5], [3, 4]);
-        let x: Tensor<Rank4<3, 2, 6, 5>, f64, _> = dev.sample_normal();
-        let w: Tensor<Rank4<4, 2, 3, 3>, f64, _> = dev.sample_normal();
+        let x: Tensor<Rank4<3, C, 6, 5>, f64, _> = dev.sample_normal();
+        let w: Tensor<Rank4<4, C, 3, 3>, f64, _> = dev.sample_normal();
         let b: Tensor<Rank1<4>, f64, _> = dev.sample_normal();
         for pool in [
             None,

@@ -298,7 +298,14 @@ mod tests {
     fn small_products_match_gemm() {
         let fill =
             |n: usize, k: f64| -> Vec<f64> { (0..n).map(|i| (i as f64 * k).sin()).collect() };
-        for (m, n, k, rhs_t) in [(5, 40, 9, false), (7, 9, 300, true), (3, 20, 1, false)] {
+        // The last but one is a first 3x3 layer's weight gradient (32
+        // channels, 28 x 28 positions).
+        for (m, n, k, rhs_t) in [
+            (5, 40, 9, false),
+            (7, 9, 300, true),
+            (32, 9, 784, true),
+            (3, 20, 1, false),
+        ] {
             let a = fill(m * k, 0.37);
             let b = fill(k * n, 0.11);
             let rhs = if rhs_t {
