@@ -90,7 +90,9 @@ mod tests {
     /// negative pre-activations (relu's mask) and windows that overlap and
     /// pad (pooling's general path). Two input depths: 2 channels (an
     /// 18-row patch matrix, through gemm) and 1 (a first layer's 9-row
-    /// patch, whose forward product takes the short-inner-dimension path).
+    /// patch: the short-inner-dimension product, and with relu and the
+    /// unpadded 2x2 average pool the direct forward kernel, whose saved
+    /// relu mask the im2col backward pass reads).
     #[test]
     fn fused_equals_the_ops_in_sequence() {
         fused_vs_sequence::<2>();
@@ -108,6 +110,9 @@ mod tests {
         };
         let tiled = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 1], [6, 5], [3, 3]);
         let overlap = Window2D::checked([3, 2], [2, 1], [1, 1, 0, 0], [6, 5], [3, 4]);
+        // Unpadded 2x2 windows that drop the last column (5 is odd): with
+        // one input channel and relu, the direct first-layer kernel.
+        let valid = Window2D::checked([2, 2], [2, 2], [0, 0, 0, 0], [6, 5], [3, 2]);
         let x: Tensor<Rank4<3, C, 6, 5>, f64, _> = dev.sample_normal();
         let w: Tensor<Rank4<4, C, 3, 3>, f64, _> = dev.sample_normal();
         let b: Tensor<Rank1<4>, f64, _> = dev.sample_normal();
@@ -117,6 +122,7 @@ mod tests {
             Some((PoolKind::Max, tiled)),
             Some((PoolKind::Avg, overlap)),
             Some((PoolKind::Max, overlap)),
+            Some((PoolKind::Avg, valid)),
         ] {
             for relu in [false, true] {
                 for bias in [Some(&b), None] {

@@ -8,6 +8,7 @@
 
 use rayon::prelude::*;
 
+use super::direct::{self, Direct};
 use super::gemm::{matmul, Mat, MatMut};
 use super::im2col::{col2im, im2col, is_pointwise, pad_scratch};
 use super::pool::PlanePool;
@@ -21,7 +22,7 @@ use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
 /// The sum of `xs` with eight independent accumulators, so it vectorises
 /// (a single running sum is bound by the latency of each addition).
 #[inline(always)]
-fn sum<E: Elem>(xs: &[E]) -> E {
+pub(super) fn sum<E: Elem>(xs: &[E]) -> E {
     let mut acc = [E::zero(); 8];
     let chunks = xs.chunks_exact(8);
     let tail = chunks.remainder().iter().fold(E::zero(), |s, &v| s + v);
@@ -308,6 +309,16 @@ pub(super) fn forward<E: Elem>(
     bias: Option<&[E]>,
     keep: bool,
 ) -> (Vec<E>, Saved<E>) {
+    if let Some(d) = Direct::of(geom, epi) {
+        let (y, positive) = direct::forward(d, geom, batch, &x, &weight, bias, keep);
+        let saved = Saved {
+            x,
+            weight,
+            positive,
+            argmax: Vec::new(),
+        };
+        return (y, saved);
+    }
     let conv_len = geom.o * geom.win.out_plane();
     let out_len = geom.o * epi.out_plane(geom);
     let pool = plane_pool::<E>(epi);
@@ -542,6 +553,10 @@ pub(super) fn backward<E: Elem>(
     dx: Option<&mut [E]>,
     bias_grad: bool,
 ) -> (Scratch<E>, Vec<E>) {
+    if let (None, Some(d)) = (&dx, Direct::of(geom, epi)) {
+        let (x, positive) = (&saved.x[..], &saved.positive[..]);
+        return direct::backward(d, geom, batch, x, positive, dy, bias_grad);
+    }
     let (patch, chw) = (geom.patch(), geom.c * geom.win.in_plane());
     let pool = plane_pool::<E>(epi);
     let per = fine_chunking(batch);

@@ -1,6 +1,6 @@
 //! A bounds-checked front for `gemm::gemm` on row/column-strided slices.
 
-use super::Elem;
+use super::{lanes, Elem};
 
 /// A read-only `rows x cols` matrix in `data`, element `(i, j)` at
 /// `i * rs + j * cs`.
@@ -266,6 +266,34 @@ fn dot<E: Elem>(a: &[E], b: &[E]) -> E {
     acc.iter().fold(tail, |s, &v| s + v)
 }
 
+/// [`dot`] of `a` with each of `bs` in one pass over `a`: each result is
+/// `dot(a, bs[t])` bit for bit (the same 16 lanes, each adding its products
+/// in the same order, then the same final sum), so a caller may swap one
+/// for the other without changing a value.
+///
+/// # Panics
+/// If a `b` is shorter than `a`.
+#[inline(always)]
+pub(super) fn dots<E: Elem, const T: usize>(a: &[E], bs: [&[E]; T]) -> [E; T] {
+    let n = a.len() / 16 * 16;
+    let ca = a[..n].as_chunks::<16>().0;
+    let cb = bs.map(|b| b[..n].as_chunks::<16>().0);
+    let mut acc = [[E::zero(); 16]; T];
+    for (q, x) in ca.iter().enumerate() {
+        for (acc, b) in acc.iter_mut().zip(&cb) {
+            let (prev, y) = (*acc, &b[q]);
+            *acc = lanes(|l| prev[l] + x[l] * y[l]);
+        }
+    }
+    lanes(|t| {
+        let tail = a[n..]
+            .iter()
+            .zip(&bs[t][n..a.len()])
+            .fold(E::zero(), |s, (&x, &y)| s + x * y);
+        acc[t].iter().fold(tail, |s, &v| s + v)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +318,23 @@ mod tests {
             Mat::transposed(&bt, 3, 2),
         );
         assert_eq!(c, [4.0, 5.0, 10.0, 11.0]);
+    }
+
+    /// `dots` is `dot` per right operand, bit for bit, with and without a
+    /// ragged tail.
+    #[test]
+    fn dots_are_dot_bit_for_bit() {
+        let fill =
+            |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * k).sin()).collect() };
+        for n in [784, 100, 7] {
+            let a = fill(n, 0.37);
+            let bs: Vec<Vec<f32>> = (0..9).map(|t| fill(n, 0.11 + t as f32 * 0.05)).collect();
+            let refs: [&[f32]; 9] = std::array::from_fn(|t| &bs[t][..]);
+            let got = dots(&a, refs);
+            for (t, b) in bs.iter().enumerate() {
+                assert_eq!(got[t].to_bits(), dot(&a, b).to_bits(), "n {n} t {t}");
+            }
+        }
     }
 
     /// The direct paths give gemm's results: a short inner dimension and a

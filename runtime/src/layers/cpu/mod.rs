@@ -10,6 +10,7 @@
 mod conv;
 mod conv_transpose;
 mod dense;
+mod direct;
 mod gemm;
 mod im2col;
 mod pool;
@@ -43,6 +44,18 @@ fn fine_chunking(items: usize) -> usize {
     items
         .div_ceil(4 * rayon::current_num_threads().max(1))
         .max(1)
+}
+
+/// `[f(0), f(1), ..]`, always inlined: `std::array::from_fn` measured
+/// out of line (its `try_from_fn`), which compiled it without the caller's
+/// SIMD instruction set.
+#[inline(always)]
+pub(super) fn lanes<T: Copy + Default, const N: usize>(f: impl Fn(usize) -> T) -> [T; N] {
+    let mut v = [T::default(); N];
+    for (l, x) in v.iter_mut().enumerate() {
+        *x = f(l);
+    }
+    v
 }
 
 /// The tensor's values in row-major order (one memcpy when contiguous).
