@@ -232,8 +232,9 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
 
 /// The block's forward pass over `batch` examples: the pooled outputs and,
 /// when `keep`, the relu mask in [`super::conv`]'s layout (`batch x o x oh
-/// x ow`, 1 where the pre-activation was positive; rows and columns the
-/// pooling drops stay 0, and get no gradient).
+/// x ow`, 1 where the pre-activation was positive). A last row that the
+/// pooling drops (odd `oh`) is not computed: its mask is 0 or 1 and its
+/// gradient 0 either way.
 pub(super) fn forward<E: Elem>(
     d: Direct,
     geom: &ConvGeometry,
