@@ -14,7 +14,7 @@ use super::im2col::{col2im, im2col, is_pointwise, pad_scratch};
 use super::pool::PlanePool;
 use super::scratch::Scratch;
 use super::wide::{self, Wide};
-use super::{fine_chunking, Elem};
+use super::{fine_chunking, Elem, Shared};
 use std::mem::MaybeUninit;
 
 use crate::layers::{ConvGeometry, Epilogue, PoolKind, Window2D};
@@ -32,31 +32,6 @@ pub(super) fn sum<E: Elem>(xs: &[E]) -> E {
         }
     }
     acc.iter().fold(tail, |s, &v| s + v)
-}
-
-/// A raw pointer that rayon tasks share, each writing its own examples'
-/// disjoint ranges through it.
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: the tasks write disjoint ranges (see `Shared::range`) and end
-// before the buffer is used again (rayon joins them).
-unsafe impl<T: Send> Send for Shared<T> {}
-unsafe impl<T: Send> Sync for Shared<T> {}
-
-impl<T> Shared<T> {
-    fn new(buf: &mut [T]) -> Self {
-        Self(buf.as_mut_ptr())
-    }
-
-    /// Elements `start..start + len`.
-    ///
-    /// # Safety
-    /// The range lies inside the buffer `new` saw, is initialised, and no
-    /// other live reference overlaps it.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
-    }
 }
 
 /// The scratch of one padded plane that the patch matrix needs: the wide
@@ -581,10 +556,22 @@ pub(super) fn backward<E: Elem>(
         .map(|(t, dxc)| backward_task_simd(&task, t, dxc))
         .collect();
 
+    sum_partials(partials, geom.o * patch, bias_len)
+}
+
+/// The weight and bias gradients from the tasks' partial sums (`w_len`
+/// and `b_len` long), added in task order. One copy for every kernel that
+/// splits a batch this way, so that each sums in the same order (the
+/// direct kernels' gradients equal this path's bit for bit).
+pub(super) fn sum_partials<E: Elem>(
+    partials: Vec<(Scratch<E>, Vec<E>)>,
+    w_len: usize,
+    b_len: usize,
+) -> (Scratch<E>, Vec<E>) {
     let mut parts = partials.into_iter();
     let (mut dw, mut db) = parts
         .next()
-        .unwrap_or_else(|| (Scratch::zeroed(geom.o * patch), vec![E::zero(); bias_len]));
+        .unwrap_or_else(|| (Scratch::zeroed(w_len), vec![E::zero(); b_len]));
     for (pw, pb) in parts {
         dw.iter_mut().zip(pw.iter()).for_each(|(a, &b)| *a += b);
         db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);

@@ -24,10 +24,10 @@
 
 use rayon::prelude::*;
 
-use super::conv::sum;
+use super::conv::{sum, sum_partials};
 use super::gemm::dots;
 use super::scratch::Scratch;
-use super::{fine_chunking, lanes, Elem};
+use super::{fine_chunking, lanes, Elem, Shared};
 use crate::layers::{ConvGeometry, Epilogue, PoolKind};
 
 /// Output columns a row's registers hold: rows up to this wide (28 for
@@ -150,23 +150,14 @@ fn load<T: Copy + Default, const N: usize>(src: &[T], at: usize, n: usize) -> [T
     }
 }
 
-/// What one forward task writes through (see [`forward`]).
-struct Out<E> {
-    y: *mut E,
-    positive: *mut u8,
-}
-// SAFETY: each task writes only its own examples' ranges of both buffers,
-// and rayon joins the tasks before the buffers are used.
-unsafe impl<E: Send> Send for Out<E> {}
-unsafe impl<E: Send> Sync for Out<E> {}
-
 struct FwdTask<'a, E: Elem> {
     d: Direct,
     geom: &'a ConvGeometry,
     x: &'a [E],
     weight: &'a [E],
     bias: Option<&'a [E]>,
-    out: &'a Out<E>,
+    y: Shared<E>,
+    positive: Shared<u8>,
     keep: bool,
     batch: usize,
 }
@@ -181,7 +172,8 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
         x,
         weight,
         bias,
-        out,
+        y,
+        positive,
         keep,
         batch,
     } = *task;
@@ -194,13 +186,10 @@ fn forward_task<E: Elem>(task: &FwdTask<'_, E>, t: usize) {
         pad_image(geom, &x[b * plane..(b + 1) * plane], &mut pad);
         // SAFETY: example `b`'s outputs and mask, which only this task
         // writes; the buffers hold `batch` examples (the mask only when
-        // kept).
-        let yb =
-            unsafe { std::slice::from_raw_parts_mut(out.y.add(b * o * out_plane), o * out_plane) };
+        // kept) and are initialised (zeros).
+        let yb = unsafe { y.range(b * o * out_plane, o * out_plane) };
         let pb = if keep {
-            unsafe {
-                std::slice::from_raw_parts_mut(out.positive.add(b * o * conv_plane), o * conv_plane)
-            }
+            unsafe { positive.range(b * o * conv_plane, o * conv_plane) }
         } else {
             &mut []
         };
@@ -251,17 +240,14 @@ pub(super) fn forward<E: Elem>(
         0
     };
     let mut positive = vec![0u8; mask_len];
-    let out = Out {
-        y: y.as_mut_ptr(),
-        positive: positive.as_mut_ptr(),
-    };
     let task = FwdTask {
         d,
         geom,
         x,
         weight,
         bias,
-        out: &out,
+        y: Shared::new(&mut y),
+        positive: Shared::new(&mut positive),
         keep,
         batch,
     };
@@ -327,8 +313,7 @@ fn backward_task<E: Elem>(task: &BwdTask<'_, E>, t: usize) -> (Scratch<E>, Vec<E
         for ch in 0..o {
             // Offsets into the whole buffers, so that only the very last
             // row falls back to a short copy.
-            let (dz, dz_at) = (dy, (b * o + ch) * out_plane);
-            let (mask, mask_at) = (positive, (b * o + ch) * conv_plane);
+            let (dz_at, mask_at) = ((b * o + ch) * out_plane, (b * o + ch) * conv_plane);
             // The pooling's gradient, then relu's (dfdx's `df(y) * g`, so
             // a NaN spreads as in the unfused ops); the rows and columns the
             // pooling dropped get zero.
@@ -336,7 +321,7 @@ fn backward_task<E: Elem>(task: &BwdTask<'_, E>, t: usize) -> (Scratch<E>, Vec<E
                 // Whole registers: lanes past the row read the next row (or
                 // zeros) and are not stored; `up` is zero past the pooled
                 // columns.
-                let half: [E; LANES / 2] = load(dz, dz_at + (y / 2) * pw, pw);
+                let half: [E; LANES / 2] = load(dy, dz_at + (y / 2) * pw, pw);
                 let up: [E; LANES] = lanes(|l| {
                     if l < 2 * pw {
                         half[l / 2] * quarter
@@ -344,7 +329,7 @@ fn backward_task<E: Elem>(task: &BwdTask<'_, E>, t: usize) -> (Scratch<E>, Vec<E
                         E::zero()
                     }
                 });
-                let m: [u8; LANES] = load(mask, mask_at + y * ow, ow);
+                let m: [u8; LANES] = load(positive, mask_at + y * ow, ow);
                 let row: [E; LANES] =
                     lanes(|l| up[l] * if m[l] != 0 { E::one() } else { E::zero() });
                 store(&mut g, y * ow, &row, ow);
@@ -402,14 +387,5 @@ pub(super) fn backward<E: Elem>(
         .into_par_iter()
         .map(|t| backward_task_simd(&task, t))
         .collect();
-    let mut parts = parts.into_iter();
-    let (mut dw, mut db) = parts.next().unwrap_or_else(|| {
-        let db = vec![E::zero(); if bias_grad { geom.o } else { 0 }];
-        (Scratch::zeroed(geom.o * 9), db)
-    });
-    for (pw, pb) in parts {
-        dw.iter_mut().zip(pw.iter()).for_each(|(a, &b)| *a += b);
-        db.iter_mut().zip(&pb).for_each(|(a, &b)| *a += b);
-    }
-    (dw, db)
+    sum_partials(parts, geom.o * 9, if bias_grad { geom.o } else { 0 })
 }

@@ -58,6 +58,31 @@ pub(super) fn lanes<T: Copy + Default, const N: usize>(f: impl Fn(usize) -> T) -
     v
 }
 
+/// A raw pointer that rayon tasks share, each writing its own examples'
+/// disjoint ranges through it.
+#[derive(Clone, Copy)]
+pub(super) struct Shared<T>(*mut T);
+// SAFETY: the tasks write disjoint ranges (see `Shared::range`) and end
+// before the buffer is used again (rayon joins them).
+unsafe impl<T: Send> Send for Shared<T> {}
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    pub(super) fn new(buf: &mut [T]) -> Self {
+        Self(buf.as_mut_ptr())
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// The range lies inside the buffer `new` saw, is initialised, and no
+    /// other live reference overlaps it.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
+
 /// The tensor's values in row-major order (one memcpy when contiguous).
 fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(
     t: Tensor<S, E, Cpu, T>,
