@@ -1,8 +1,10 @@
 //! `scan!` is K sequential calls of the step function: bit for bit the same
 //! parameters and losses as K plain calls on the same batches.
 
+use flaxen::dfdx::nn::builders::Linear;
 use flaxen::prelude::*;
-use flaxen::runtime::scan::Stacked;
+use flaxen::runtime::optim::Adam;
+use flaxen::runtime::scan::{SelectStep, Stacked};
 
 #[path = "common/mlp_adam.rs"]
 mod mlp_adam;
@@ -72,4 +74,121 @@ fn scan_with_const_generic_k() {
     let (s2, l2) = train_step(s1, bs[1].clone());
     assert_eq!(losses.array(), [l1.array(), l2.array()]);
     assert_eq!(params(&s), params(&s2));
+}
+
+type Ts = TrainState<<Linear<6, 3> as BuildOnDevice<Dev, f32>>::Built, Adam<f64>, f32, Dev>;
+
+fn ts_init(seed: u64) -> Ts {
+    let model = Dev::seed_from_u64(seed).build_module::<Linear<6, 3>, f32>();
+    TrainState::create(model, adam(0.05)).expect("cpu")
+}
+
+fn ts_step(mut s: Ts, (x, y): Batch<Dev>) -> (Ts, Loss<f32, Dev>) {
+    let (loss, grads) = s
+        .value_and_grad(|m, tape| {
+            softmax_cross_entropy_with_integer_labels(m.forward(x.put_tape(tape)), y).mean()
+        })
+        .expect("cpu");
+    s.apply_gradients(grads).expect("cpu");
+    (s, loss)
+}
+
+/// On the CPU, `scan!` hands its K steps to rayon's pool in one piece when
+/// they are `Send` (a `TrainState`, and a closure holding a `&mut Vec`):
+/// every step runs on a pool thread, with the plain calls' results.
+#[test]
+fn cpu_scan_runs_its_steps_on_the_pool() {
+    let dev = Dev::default();
+    let bs = batches(13, 3);
+    let mut threads = Vec::new();
+    let (scanned, losses) = scan!(
+        3,
+        |s, b| {
+            threads.push(rayon::current_thread_index());
+            ts_step(s, b)
+        },
+        ts_init(4),
+        stacked::<3, _>(&dev, &bs)
+    );
+    assert_eq!(threads.len(), 3);
+    assert!(threads.iter().all(Option::is_some), "{threads:?}");
+    let mut plain = ts_init(4);
+    let mut plain_losses = Vec::new();
+    for b in bs {
+        let (s, l) = ts_step(plain, b);
+        plain = s;
+        plain_losses.push(l.array());
+    }
+    assert_eq!(losses.array().to_vec(), plain_losses);
+    assert_eq!(scanned.params.weight.array(), plain.params.weight.array());
+    assert_eq!(scanned.params.bias.array(), plain.params.bias.array());
+    assert_eq!(scanned.step(), 3);
+}
+
+/// A step that is not `Send` (it holds an `Rc`) still compiles and runs,
+/// on the calling thread.
+#[test]
+fn a_step_that_is_not_send_runs_on_the_calling_thread() {
+    let dev = Dev::default();
+    let bs = batches(17, 3);
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut threads = Vec::new();
+    let (scanned, losses) = scan!(
+        3,
+        |s, b| {
+            calls.set(calls.get() + 1);
+            threads.push(rayon::current_thread_index());
+            train_step(s, b)
+        },
+        init(&dev, 5),
+        stacked::<3, _>(&dev, &bs)
+    );
+    assert_eq!(calls.get(), 3);
+    assert_eq!(threads, [None; 3]);
+    let (plain, plain_losses) = plain_calls(&dev, 5, &bs);
+    assert_eq!(losses.array().to_vec(), plain_losses);
+    assert_eq!(params(&scanned), params(&plain));
+}
+
+/// While a profiler records the calling thread, the steps stay on it, so
+/// that the profile sees them.
+#[test]
+fn a_profiled_scan_runs_on_the_profiled_thread() {
+    let dev = Dev::default();
+    let bs = batches(19, 2);
+    let mut threads = Vec::new();
+    let report = flaxen::runtime::profile::profile(|| {
+        let _ = scan!(
+            2,
+            |s, b| {
+                let _step = flaxen::runtime::profile::step_scope();
+                threads.push(rayon::current_thread_index());
+                train_step(s, b)
+            },
+            init(&dev, 6),
+            stacked::<2, _>(&dev, &bs)
+        );
+    });
+    assert_eq!(threads, [None; 2]);
+    assert_eq!(report.steps(), 2);
+}
+
+/// In a function generic over the device, `scan!` cannot know that the
+/// steps are `Send` (no bound says so), and runs them where it is called:
+/// it compiles, with the same results.
+fn scan_on<D>(dev: &D, bs: &[Batch<Cpu>]) -> (State<D>, Tensor<Rank1<2>, f32, D>)
+where
+    D: Device<f32> + SelectStep<f32> + SelectStep<usize>,
+{
+    scan!(2, train_step, init(dev, 7), stacked::<2, _>(dev, bs))
+}
+
+#[test]
+fn scan_in_a_device_generic_function() {
+    let dev = Dev::default();
+    let bs = batches(23, 2);
+    let (scanned, losses) = scan_on(&dev, &bs);
+    let (plain, plain_losses) = plain_calls(&dev, 7, &bs);
+    assert_eq!(losses.array().to_vec(), plain_losses);
+    assert_eq!(params(&scanned), params(&plain));
 }

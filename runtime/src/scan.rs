@@ -67,11 +67,8 @@ impl<E: Dtype> SelectStep<E> for Cpu {
         t: &Tensor<Src, E, Self>,
         k: usize,
     ) -> Tensor<Dst, E, Self> {
-        let dst = t.shape().remove(());
-        let n = dst.num_elements();
-        let all = host_copy(t);
-        t.device()
-            .tensor_from_vec(all[k * n..(k + 1) * n].to_vec(), dst)
+        let mut one = host_slices(t, k..k + 1);
+        one.pop().expect("one slice")
     }
 
     /// One read of the stack's memory for every slice.
@@ -79,24 +76,62 @@ impl<E: Dtype> SelectStep<E> for Cpu {
         t: &Tensor<Src, E, Self>,
         k: usize,
     ) -> Vec<Tensor<Dst, E, Self>> {
-        let dst = t.shape().remove(());
-        let n = dst.num_elements();
-        let all = host_copy(t);
-        (0..k)
+        host_slices(t, 0..k)
+    }
+}
+
+/// Slices `range` of `t`'s leading axis, each a tensor of its own: one copy
+/// of the stack into a staging buffer kept between scans (see
+/// [`with_staging`]), then one copy per slice.
+fn host_slices<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape, E: Dtype>(
+    t: &Tensor<Src, E, Cpu>,
+    range: std::ops::Range<usize>,
+) -> Vec<Tensor<Dst, E, Cpu>> {
+    let dst = t.shape().remove(());
+    let n = dst.num_elements();
+    // A no-op on a stack built by `stack_batches` or a loader.
+    let t = t.clone().contiguous();
+    with_staging(t.shape().num_elements(), |all: &mut [E]| {
+        t.copy_into(all);
+        range
             .map(|i| {
                 t.device()
                     .tensor_from_vec(all[i * n..(i + 1) * n].to_vec(), dst)
             })
             .collect()
-    }
+    })
 }
 
-/// `t`'s values in row-major order (a strided stack is made contiguous
-/// first; one built by `stack_batches` or a loader already is).
-fn host_copy<S: Shape, E: Dtype>(t: &Tensor<S, E, Cpu>) -> Vec<E> {
-    let mut all = vec![E::default(); t.shape().num_elements()];
-    t.clone().contiguous().copy_into(&mut all);
-    all
+/// Staging buffers larger than this are freed after the scan instead of
+/// kept: a scan over a huge stack should not pin its size for the rest of
+/// the process.
+const KEEP_STAGING: usize = 64 << 20;
+
+std::thread_local! {
+    /// One host buffer per element type, reused by every scan on this
+    /// thread.
+    static STAGING: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a buffer of `len` elements (with unspecified contents) kept
+/// between calls on this thread. A fresh `vec![0; len]` per scan measured
+/// as a zeroing pass over the whole stack on top of the copy, which a
+/// naive loop over the same batches does not pay.
+fn with_staging<E: Dtype, R>(len: usize, f: impl FnOnce(&mut [E]) -> R) -> R {
+    let taken = STAGING.with_borrow_mut(|pool| {
+        let i = pool.iter().position(|b| b.is::<Vec<E>>())?;
+        pool.swap_remove(i).downcast::<Vec<E>>().ok()
+    });
+    let mut buf = taken.map_or_else(Vec::new, |b| *b);
+    // Only the part beyond the old length is written here; the rest is
+    // overwritten by the caller's copy.
+    buf.resize(len, E::default());
+    let out = f(&mut buf);
+    if buf.len() * std::mem::size_of::<E>() <= KEEP_STAGING {
+        STAGING.with_borrow_mut(|pool| pool.push(Box::new(buf)));
+    }
+    out
 }
 
 #[cfg(feature = "cuda")]
@@ -285,6 +320,84 @@ where
         losses.push(loss);
     }
     (state, stack_losses(to_array(losses)))
+}
+
+/// One of the K calls a literal `scan!` writes out. Not inlined: the K
+/// calls then share one copy of the step's code instead of K inlined
+/// copies in one function, which measured 5% slower on a CNN's step
+/// (`bench_scan`'s W2).
+#[doc(hidden)]
+#[inline(never)]
+pub fn call_step<F: FnMut(St, B) -> R, St, B, R>(step: &mut F, state: St, batch: B) -> R {
+    step(state, batch)
+}
+
+/// The K calls of one `scan!`, as one closure, and where they run.
+///
+/// On the CPU a training step hands every parallel kernel to rayon's
+/// threads. Called from a thread outside the pool (a program's main
+/// thread), each hand-off queues the kernel, wakes a worker and puts the
+/// caller to sleep until it is done. A scan instead hands its K steps over
+/// once: they run on a pool thread, from which every kernel's split is a
+/// plain work-stealing fork (7-9% of a small CNN's step, measured on
+/// `bench_scan`'s W1). This needs the steps' state, batches and step
+/// function to be `Send`; otherwise, on another device, inside the pool
+/// already, or while a profiler records this thread, they run where
+/// `scan!` is called. Either way the results are the same, bit for bit.
+#[doc(hidden)]
+pub struct Steps<F, D>(
+    std::cell::Cell<Option<F>>,
+    std::marker::PhantomData<fn() -> D>,
+);
+
+impl<F, D> Steps<F, D> {
+    /// Wraps the K calls; `D` (the losses' device) is read off `f`'s type.
+    pub fn new<St, E, const K: usize>(f: F) -> Self
+    where
+        F: FnOnce() -> (St, Tensor<Rank1<K>, E, D>),
+        E: Unit,
+        D: Storage<E>,
+    {
+        Self(std::cell::Cell::new(Some(f)), std::marker::PhantomData)
+    }
+
+    fn take(&self) -> F {
+        self.0.take().expect("a scan's steps run once")
+    }
+}
+
+/// Runs a [`Steps`] on rayon's pool: chosen by method resolution when the
+/// steps are `Send` (the generated call is `(&steps).run_steps()`, which
+/// finds this impl before [`Here`]'s, one auto-reference further).
+#[doc(hidden)]
+pub trait OnPool<R> {
+    fn run_steps(&self) -> R;
+}
+
+impl<F: FnOnce() -> R + Send, R: Send, D: 'static> OnPool<R> for Steps<F, D> {
+    fn run_steps(&self) -> R {
+        let f = self.take();
+        let cpu = std::any::TypeId::of::<D>() == std::any::TypeId::of::<Cpu>();
+        if cpu && rayon::current_thread_index().is_none() && !crate::profile::records_this_thread()
+        {
+            rayon::scope(move |_| f())
+        } else {
+            f()
+        }
+    }
+}
+
+/// Runs a [`Steps`] on the calling thread: the fallback for steps that are
+/// not `Send`.
+#[doc(hidden)]
+pub trait Here<R> {
+    fn run_steps(&self) -> R;
+}
+
+impl<F: FnOnce() -> R, R, D> Here<R> for &Steps<F, D> {
+    fn run_steps(&self) -> R {
+        (**self).take()()
+    }
 }
 
 /// Compile-time check used by `scan!`: the batches are stacked `[K, ...]`.
