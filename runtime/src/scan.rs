@@ -328,7 +328,16 @@ where
 /// (`bench_scan`'s W2).
 #[doc(hidden)]
 #[inline(never)]
-pub fn call_step<F: FnMut(St, B) -> R, St, B, R>(step: &mut F, state: St, batch: B) -> R {
+pub fn call_step<Step, State, Batch, StateAndLoss>(
+    step: &mut Step,
+    state: State,
+    batch: Batch,
+) -> StateAndLoss
+where
+    // Named for the error a step of the wrong signature gets, which quotes
+    // this bound.
+    Step: FnMut(State, Batch) -> StateAndLoss,
+{
     step(state, batch)
 }
 
