@@ -115,9 +115,9 @@ std::thread_local! {
 }
 
 /// Runs `f` on a buffer of `len` elements (with unspecified contents) kept
-/// between calls on this thread. A fresh `vec![0; len]` per scan measured
-/// as a zeroing pass over the whole stack on top of the copy, which a
-/// naive loop over the same batches does not pay.
+/// between calls on this thread. A fresh `vec![0; len]` per scan would zero
+/// the whole stack before the copy overwrites it, a pass that a naive loop
+/// over the same batches does not make.
 fn with_staging<E: Dtype, R>(len: usize, f: impl FnOnce(&mut [E]) -> R) -> R {
     let taken = STAGING.with_borrow_mut(|pool| {
         let i = pool.iter().position(|b| b.is::<Vec<E>>())?;
@@ -128,7 +128,7 @@ fn with_staging<E: Dtype, R>(len: usize, f: impl FnOnce(&mut [E]) -> R) -> R {
     // overwritten by the caller's copy.
     buf.resize(len, E::default());
     let out = f(&mut buf);
-    if buf.len() * std::mem::size_of::<E>() <= KEEP_STAGING {
+    if buf.capacity() * std::mem::size_of::<E>() <= KEEP_STAGING {
         STAGING.with_borrow_mut(|pool| pool.push(Box::new(buf)));
     }
     out
@@ -315,7 +315,7 @@ where
     const { assert!(K > 0, "`scan!` needs at least one step (K = 0)") };
     let mut losses = Vec::with_capacity(K);
     for batch in batches.steps() {
-        let (next, loss) = step(state, batch);
+        let (next, loss) = call_step(&mut step, state, batch);
         state = next;
         losses.push(loss);
     }
@@ -348,8 +348,8 @@ where
 /// thread), each hand-off queues the kernel, wakes a worker and puts the
 /// caller to sleep until it is done. A scan instead hands its K steps over
 /// once: they run on a pool thread, from which every kernel's split is a
-/// plain work-stealing fork (7-9% of a small CNN's step, measured on
-/// `bench_scan`'s W1). This needs the steps' state, batches and step
+/// plain work-stealing fork: about 5% of a small CNN's step on a 2-core
+/// machine (`bench_scan`'s W1; W2, with larger kernels, 1-3%). This needs the steps' state, batches and step
 /// function to be `Send`; otherwise, on another device, inside the pool
 /// already, or while a profiler records this thread, they run where
 /// `scan!` is called. Either way the results are the same, bit for bit.

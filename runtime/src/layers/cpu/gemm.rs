@@ -236,14 +236,25 @@ fn dot_products<E: Elem>(
     lhs: Mat<'_, E>,
     rhs: Mat<'_, E>,
 ) {
+    /// Columns per pass: four independent accumulator chains (one chain
+    /// waits on its own adds), the row of `lhs` loaded once for the four.
+    const GROUP: usize = 4;
     let (m, n, k) = (dst.rows, dst.cols, lhs.cols);
+    let col = |j: usize| &rhs.data[j * rhs.cs..][..k];
     for i in 0..m {
         let a = &lhs.data[i * lhs.rs..][..k];
-        for j in 0..n {
-            let b = &rhs.data[j * rhs.cs..][..k];
+        let mut put = |j: usize, dot: E| {
             let d = &mut dst.data[i * dst.rs + j * dst.cs];
-            let dot = dot(a, b);
             *d = if accumulate { *d + dot } else { dot };
+        };
+        let grouped = n / GROUP * GROUP;
+        for j in (0..grouped).step_by(GROUP) {
+            // `dots` gives `dot`'s values bit for bit (tested).
+            let got = dots(a, lanes::<&[E], GROUP>(|t| col(j + t)));
+            got.into_iter().enumerate().for_each(|(t, v)| put(j + t, v));
+        }
+        for j in grouped..n {
+            put(j, dot(a, col(j)));
         }
     }
 }
