@@ -96,3 +96,39 @@ fn every_state_round_trips() {
         ],
     );
 }
+
+/// Adam keeps each parameter's values in its direction buffer between
+/// steps, and copies the parameter out again only when it may have
+/// changed. A parameter written (`copy_from`) or replaced between two
+/// steps, or shared with a clone the caller keeps, is read as it is now:
+/// each run equals one whose optimizer state was cloned before the second
+/// step (a clone of the state keeps nothing, so it copies every parameter).
+#[test]
+fn adam_reads_a_parameter_changed_between_steps() {
+    let tx = adam(0.3);
+    let new_w: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    for change in ["copy_from", "replace", "clone kept", "none"] {
+        let run = |fresh_state: bool| {
+            let dev = Cpu::seed_from_u64(9);
+            let mut m = model(&dev);
+            let mut s = tx.init_model(&m).unwrap();
+            let mut kept = None;
+            step(&tx, &mut s, &mut m, 0);
+            match change {
+                "copy_from" => m.w.copy_from(&new_w),
+                "replace" => m.w = dev.tensor_from_vec(new_w.clone(), *m.w.shape()),
+                "clone kept" => kept = Some(m.w.clone()),
+                _ => {}
+            }
+            if fresh_state {
+                s = s.clone();
+            }
+            step(&tx, &mut s, &mut m, 1);
+            step(&tx, &mut s, &mut m, 2);
+            drop(kept);
+            (m.w.as_vec(), m.b.as_vec())
+        };
+        let (a, b) = (run(false), run(true));
+        assert_eq!(a, b, "{change}");
+    }
+}

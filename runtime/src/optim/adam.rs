@@ -3,7 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{AdamConfig, Device, WeightDecay};
 
-use super::exact::{on_host, run_on_host_param, AdamConsts, AdamStep};
+use super::exact::{on_host, run_on_host_param, AdamConsts, AdamStep, Held};
 use super::fused::{Buffers, Kernel};
 use super::masked::Mask;
 use super::saved::{load_count, load_counter, save_count, save_counter};
@@ -302,6 +302,7 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
         param: &mut Tensor<S, E, D>,
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
+        held: &mut Held,
     ) -> Result<(), D::Err> {
         let consts = AdamConsts {
             b1: self.cfg.betas[0],
@@ -323,7 +324,7 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for AdamKernel {
                     WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
                 }),
             };
-            if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad) {
+            if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
                 return Ok(());
             }
         }

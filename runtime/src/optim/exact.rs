@@ -16,13 +16,14 @@
 //! The pass runs on the rayon threads. It replaced a host pass for the
 //! direction followed by dfdx's SGD kernel, a serial loop that measured as
 //! 5% of a W2 training step's cycles on its own; dfdx keeps a tensor's
-//! memory private, so the parameter is copied out and back
-//! ([`run_on_host_param`]), and the result is the two kernels', bit for
-//! bit.
+//! memory private, so the parameter is copied out, updated and written
+//! back ([`run_on_host_param`]; the copy is kept for the next step while
+//! the parameter provably has not changed, see [`Held`]), and the result
+//! is the two kernels', bit for bit.
 
 use std::any::{Any, TypeId};
 
-use dfdx::prelude::{CopySlice, Cpu, Shape, Storage, Tensor};
+use dfdx::prelude::{CopySlice, Cpu, HasShape, Shape, Storage, Tensor};
 use num_traits::Float;
 use rayon::prelude::*;
 
@@ -107,27 +108,85 @@ pub(crate) fn run_on_host<V: 'static, K: HostKernel>(
     false
 }
 
+/// A clone of the parameter that [`run_on_host_param`] last wrote, kept
+/// with the leaf's buffers: while the parameter still has that clone's
+/// memory, the direction buffer still holds its values.
+///
+/// dfdx changes a tensor's values only through `Arc::make_mut`, which gives
+/// a tensor whose memory is shared (here, with this clone) a copy of its
+/// own first. So a parameter that still has the clone's memory has not
+/// changed since the clone was taken, whoever held it meanwhile; one that
+/// was written (`copy_from`, a checkpoint load, another optimizer) or
+/// replaced has other memory, and is copied out again. A clone of the
+/// optimizer state starts without one.
+#[derive(Default)]
+pub(crate) struct Held(Option<Box<dyn Any + Send + Sync>>);
+
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        Self(None)
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Held(param)"
+        } else {
+            "Held(none)"
+        })
+    }
+}
+
+impl Held {
+    /// Forgets the clone: the direction buffer is about to hold something
+    /// else.
+    pub(crate) fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// Whether `param` still has the memory of the clone held.
+    fn still_holds<S: Shape, F: dfdx::prelude::Unit>(&self, param: &Tensor<S, F, Cpu>) -> bool {
+        let Some(held) = self
+            .0
+            .as_ref()
+            .and_then(|h| h.downcast_ref::<Tensor<S, F, Cpu>>())
+        else {
+            return false;
+        };
+        // The address of element 0 is the address of the tensor's memory.
+        let first = Default::default();
+        param.shape().num_elements() > 0
+            && held.shape().num_elements() == param.shape().num_elements()
+            && std::ptr::eq(&held[first], &param[first])
+    }
+}
+
 /// Runs `kernel` with the values of `param` appended to `bufs` as their
 /// last slice, in `out` (a buffer of `param`'s size the caller owns), and
 /// writes the last slice back into `param`: for kernels that update the
-/// parameter itself ([`AdamStep`]). Returns `false`, touching nothing,
-/// unless all of them are host buffers (`Cpu`, `f32` or `f64`).
+/// parameter itself ([`AdamStep`]). `out` is filled from `param` unless
+/// `held` shows it still holds `param`'s values from the last call, which
+/// saves one copy of every parameter per step. Returns `false`, touching
+/// nothing, unless all of them are host buffers (`Cpu`, `f32` or `f64`).
 pub(crate) fn run_on_host_param<S: Shape, E, D: Storage<E>, K: HostKernel>(
     kernel: &K,
     param: &mut Tensor<S, E, D>,
     bufs: &mut [&mut D::Vec],
     out: &mut D::Vec,
     grad: &D::Vec,
+    held: &mut Held,
 ) -> bool
 where
     E: dfdx::prelude::Unit,
 {
-    fn run<S: Shape, F: HostFloat + Send + Sync, V: 'static, K: HostKernel>(
+    fn run<S: Shape, F: HostFloat + dfdx::prelude::Unit, V: 'static, K: HostKernel>(
         kernel: &K,
         param: &mut dyn Any,
         bufs: &mut [&mut V],
         out: &mut V,
         grad: &V,
+        held: &mut Held,
     ) -> bool
     where
         Cpu: CopySlice<F>,
@@ -144,15 +203,21 @@ where
         if out.len() != g.len() || views.iter().any(|v| v.len() != g.len()) {
             return false;
         }
-        param.copy_into(out);
+        if !held.still_holds(param) {
+            param.copy_into(out);
+        }
+        // Dropped before the write, so that the parameter's memory is no
+        // longer shared and `copy_from` writes it in place.
+        held.clear();
         views.push(&mut *out);
         run_split(kernel, views, g);
         param.copy_from(out);
+        held.0 = Some(Box::new(param.clone()));
         true
     }
     let param: &mut dyn Any = param;
-    run::<S, f32, D::Vec, K>(kernel, param, bufs, out, grad)
-        || run::<S, f64, D::Vec, K>(kernel, param, bufs, out, grad)
+    run::<S, f32, D::Vec, K>(kernel, param, bufs, out, grad, held)
+        || run::<S, f64, D::Vec, K>(kernel, param, bufs, out, grad, held)
 }
 
 /// Elements per task of [`run_split`]: a task outweighs its scheduling.

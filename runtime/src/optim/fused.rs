@@ -15,6 +15,7 @@ use dfdx::nn::tensor_collection::{
 use dfdx::prelude::{Dtype, Gradients, HasShape, Shape, Storage, Tensor};
 use dfdx::tensor_ops::Device;
 
+use super::exact::Held;
 use super::leaves::{copy_into, Leaf, LeafInfo, Params, Scratch, Updates};
 use super::saved::lookup;
 use crate::state::{HostTensor, StateError, StateMap};
@@ -22,11 +23,14 @@ use crate::state::{HostTensor, StateError, StateMap};
 /// One of dfdx's fused optimizer kernels with its configuration for this
 /// step: `param -= step(grad, moments)`.
 pub(crate) trait Kernel<E: Dtype, D: Device<E>> {
+    /// `held` is the leaf's [`Held`], for kernels that keep the parameter's
+    /// values in a buffer between steps.
     fn run<S: Shape>(
         &self,
         param: &mut Tensor<S, E, D>,
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
+        held: &mut Held,
     ) -> Result<(), D::Err>;
 }
 
@@ -38,6 +42,8 @@ pub(crate) struct Buffers<E, D: Storage<E>> {
     /// Names under which the first `bufs.len() - unsaved` maps are saved.
     names: &'static [&'static str],
     bufs: Vec<Gradients<E, D>>,
+    /// Per leaf (see [`Held`]).
+    held: Vec<Held>,
 }
 
 impl<E: Dtype, D: Device<E>> Buffers<E, D> {
@@ -60,11 +66,13 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
             }
             bufs.push(g);
         }
+        let held = out.iter().map(|_| Held::default()).collect();
         Ok(Self {
             info: params.info_arc(),
             out,
             names,
             bufs,
+            held,
         })
     }
 
@@ -96,7 +104,10 @@ impl<E: Dtype, D: Device<E>> Buffers<E, D> {
                 moments.push(b.get_or_alloc_mut(key)?);
             }
             let g = updates.buffer(i, params, &mut scratch)?;
-            kernel.run(&mut self.out[i], &mut moments, g)?;
+            // The kernel's buffers hold this step's values, not the
+            // parameter's, from here on.
+            self.held[i].clear();
+            kernel.run(&mut self.out[i], &mut moments, g, &mut Held::default())?;
             post(i, &mut self.out[i])?;
             updates.set(i, self.out[i].clone());
         }
@@ -220,7 +231,8 @@ impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_
             moments.push(b.get_or_alloc_mut(key)?);
         }
         let g = self.updates.buffer_for(i, p, &mut self.scratch)?;
-        self.kernel.run(p, &mut moments, g)?;
+        self.kernel
+            .run(p, &mut moments, g, &mut self.buffers.held[i])?;
         Ok(None)
     }
 }

@@ -3,7 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, RMSpropConfig, SgdConfig};
 
-use super::exact::{on_host, run_on_host, RmsConsts};
+use super::exact::{on_host, run_on_host, Held, RmsConsts};
 use super::fused::{Buffers, Kernel};
 use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
@@ -217,6 +217,7 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for RmsPropKernel {
         param: &mut Tensor<S, E, D>,
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
+        _held: &mut Held,
     ) -> Result<(), D::Err> {
         let c = &self.0;
         let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());

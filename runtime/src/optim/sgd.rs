@@ -3,6 +3,7 @@
 use dfdx::prelude::{Dtype, Gradients, Shape, Storage, Tensor, TensorCollection};
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig};
 
+use super::exact::Held;
 use super::fused::{Buffers, Kernel};
 use super::saved::{load_count, load_counter, save_count, save_counter};
 use super::{GradientTransformation, Params, Updates};
@@ -127,6 +128,7 @@ impl<E: Dtype, D: Device<E>> Kernel<E, D> for SgdKernel {
         param: &mut Tensor<S, E, D>,
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
+        _held: &mut Held,
     ) -> Result<(), D::Err> {
         self.0.try_update(param, moments[0], grad)
     }
