@@ -12,9 +12,7 @@
 //! - naive: every step uploads its batch, trains, and reads its loss (one
 //!   device sync per step), as a plain Python loop over a jitted step does;
 //! - scan: every 5 steps, one upload of 5 stacked batches, `scan!(5, ..)`,
-//!   and one read of the 5 losses. The scan hands its 5 steps to rayon's
-//!   pool in one piece (they are `Send`), where the naive loop hands every
-//!   parallel kernel over from the main thread.
+//!   and one read of the 5 losses.
 //!
 //! The two modes alternate every 5 steps (each going first in every other
 //! round) so they share the machine's load; the ratio (scan / naive) is
@@ -95,24 +93,10 @@ impl HostData {
     }
 }
 
-/// `Send` on the CPU, so that `scan!` can run its steps on rayon's pool (a
-/// concrete model needs no such bound; in a generic function `scan!` can
-/// only see what the bounds say). Cuda modules are not `Send` (cudarc's
-/// streams), and a Cuda scan runs where it is called anyway.
-#[cfg(not(feature = "cuda"))]
-trait PoolSend: Send {}
-#[cfg(not(feature = "cuda"))]
-impl<T: Send> PoolSend for T {}
-#[cfg(feature = "cuda")]
-trait PoolSend {}
-#[cfg(feature = "cuda")]
-impl<T> PoolSend for T {}
-
-/// A workload's module: trainable, run on a taped batch without its input
-/// gradient, and [`PoolSend`].
+/// A workload's module: trainable, and run on a taped batch without its
+/// input gradient.
 trait Net:
-    PoolSend
-    + TensorCollection<f32, Dev>
+    TensorCollection<f32, Dev>
     + Module<
         NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
         Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,
@@ -122,8 +106,7 @@ trait Net:
 }
 
 impl<N> Net for N where
-    N: PoolSend
-        + TensorCollection<f32, Dev>
+    N: TensorCollection<f32, Dev>
         + Module<
             NoInputGrad<Tensor<Rank4<B, 1, 28, 28>, f32, Dev, OwnedTape<f32, Dev>>>,
             Output = Tensor<Rank2<B, 10>, f32, Dev, OwnedTape<f32, Dev>>,

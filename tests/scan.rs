@@ -93,25 +93,13 @@ fn ts_step(mut s: Ts, (x, y): Batch<Dev>) -> (Ts, Loss<f32, Dev>) {
     (s, loss)
 }
 
-/// On the CPU, `scan!` hands its K steps to rayon's pool in one piece when
-/// they are `Send` (a `TrainState`, and a closure holding a `&mut Vec`):
-/// every step runs on a pool thread, with the plain calls' results.
+/// A `TrainState` step (flaxen's Adam, which keeps its copy of the
+/// parameters between steps) under `scan!` equals the plain calls.
 #[test]
-fn cpu_scan_runs_its_steps_on_the_pool() {
+fn train_state_scan_equals_plain_calls() {
     let dev = Dev::default();
     let bs = batches(13, 3);
-    let mut threads = Vec::new();
-    let (scanned, losses) = scan!(
-        3,
-        |s, b| {
-            threads.push(rayon::current_thread_index());
-            ts_step(s, b)
-        },
-        ts_init(4),
-        stacked::<3, _>(&dev, &bs)
-    );
-    assert_eq!(threads.len(), 3);
-    assert!(threads.iter().all(Option::is_some), "{threads:?}");
+    let (scanned, losses) = scan!(3, ts_step, ts_init(4), stacked::<3, _>(&dev, &bs));
     let mut plain = ts_init(4);
     let mut plain_losses = Vec::new();
     for b in bs {
@@ -125,57 +113,32 @@ fn cpu_scan_runs_its_steps_on_the_pool() {
     assert_eq!(scanned.step(), 3);
 }
 
-/// A step that is not `Send` (it holds an `Rc`) still compiles and runs,
-/// on the calling thread.
+/// A step that is not `Send` (it holds an `Rc`) and a closure that
+/// mutates what it captures both work: the steps run where `scan!` is.
 #[test]
-fn a_step_that_is_not_send_runs_on_the_calling_thread() {
+fn a_step_that_is_not_send() {
     let dev = Dev::default();
     let bs = batches(17, 3);
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
-    let mut threads = Vec::new();
+    let mut seen = Vec::new();
     let (scanned, losses) = scan!(
         3,
         |s, b| {
             calls.set(calls.get() + 1);
-            threads.push(rayon::current_thread_index());
+            seen.push(calls.get());
             train_step(s, b)
         },
         init(&dev, 5),
         stacked::<3, _>(&dev, &bs)
     );
     assert_eq!(calls.get(), 3);
-    assert_eq!(threads, [None; 3]);
+    assert_eq!(seen, [1, 2, 3]);
     let (plain, plain_losses) = plain_calls(&dev, 5, &bs);
     assert_eq!(losses.array().to_vec(), plain_losses);
     assert_eq!(params(&scanned), params(&plain));
 }
 
-/// While a profiler records the calling thread, the steps stay on it, so
-/// that the profile sees them.
-#[test]
-fn a_profiled_scan_runs_on_the_profiled_thread() {
-    let dev = Dev::default();
-    let bs = batches(19, 2);
-    let mut threads = Vec::new();
-    let report = flaxen::runtime::profile::profile(|| {
-        let _ = scan!(
-            2,
-            |s, b| {
-                let _step = flaxen::runtime::profile::step_scope();
-                threads.push(rayon::current_thread_index());
-                train_step(s, b)
-            },
-            init(&dev, 6),
-            stacked::<2, _>(&dev, &bs)
-        );
-    });
-    assert_eq!(threads, [None; 2]);
-    assert_eq!(report.steps(), 2);
-}
-
-/// In a function generic over the device, `scan!` cannot know that the
-/// steps are `Send` (no bound says so), and runs them where it is called:
-/// it compiles, with the same results.
+/// `scan!` in a function generic over the device.
 fn scan_on<D>(dev: &D, bs: &[Batch<Cpu>]) -> (State<D>, Tensor<Rank1<2>, f32, D>)
 where
     D: Device<f32> + SelectStep<f32> + SelectStep<usize>,

@@ -135,31 +135,17 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 let __state = #state;
                 // Every slice at once: a CPU stack is read once, not K times.
                 let mut __slices = #slices;
-                let __run = #rt::Steps::new(move || {
-                    #(#calls)*
-                    (__state, #rt::stack_losses([#(#losses),*]))
-                });
-                #[allow(unused_imports)]
-                use #rt::{Here as _, OnPool as _};
-                // On rayon's pool when the steps are `Send` (see `Steps`).
-                (&__run).run_steps()
+                #(#calls)*
+                (__state, #rt::stack_losses([#(#losses),*]))
             }})
         }
         Steps::Const(path) => {
             // `{ K }` accepts a `const` item and a const generic parameter;
             // a runtime value fails here with rustc's "non-constant value".
             let k = quote_spanned! {path.span()=> { #path }};
-            Ok(quote! {{
-                let __batches = &(#batches);
-                let __step = #step;
-                let __state = #state;
-                let __run = #rt::Steps::new(move || {
-                    #rt::scan_const::<#k, _, _, _, _, _>(__step, __state, __batches)
-                });
-                #[allow(unused_imports)]
-                use #rt::{Here as _, OnPool as _};
-                (&__run).run_steps()
-            }})
+            Ok(quote! {
+                #rt::scan_const::<#k, _, _, _, _, _>(#step, #state, &(#batches))
+            })
         }
     }
 }

@@ -90,12 +90,6 @@ thread_local! {
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
 }
 
-/// Whether a profiler records the calling thread (`scan!` then keeps its
-/// steps on it).
-pub(crate) fn records_this_thread() -> bool {
-    ACTIVE.load(Ordering::Relaxed) != 0 && RECORDER.with_borrow(Option::is_some)
-}
-
 /// Name ids of the prefix stack's root.
 const ROOT: u32 = u32::MAX;
 

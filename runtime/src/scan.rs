@@ -322,10 +322,10 @@ where
     (state, stack_losses(to_array(losses)))
 }
 
-/// One of the K calls a literal `scan!` writes out. Not inlined: the K
-/// calls then share one copy of the step's code instead of K inlined
-/// copies in one function, which measured 5% slower on a CNN's step
-/// (`bench_scan`'s W2).
+/// One of the K calls a literal `scan!` writes out (and the `const` form's
+/// loop makes). Not inlined: the K calls share one copy of the step's code
+/// instead of K inlined copies in one function, which measured 3-7% slower
+/// on a CNN's step (alternated `bench_scan` runs, W2) and builds slower.
 #[doc(hidden)]
 #[inline(never)]
 pub fn call_step<Step, State, Batch, StateAndLoss>(
@@ -339,74 +339,6 @@ where
     Step: FnMut(State, Batch) -> StateAndLoss,
 {
     step(state, batch)
-}
-
-/// The K calls of one `scan!`, as one closure, and where they run.
-///
-/// On the CPU a training step hands every parallel kernel to rayon's
-/// threads. Called from a thread outside the pool (a program's main
-/// thread), each hand-off queues the kernel, wakes a worker and puts the
-/// caller to sleep until it is done. A scan instead hands its K steps over
-/// once: they run on a pool thread, from which every kernel's split is a
-/// plain work-stealing fork: about 5% of a small CNN's step on a 2-core
-/// machine (`bench_scan`'s W1; W2, with larger kernels, 1-3%). This needs the steps' state, batches and step
-/// function to be `Send`; otherwise, on another device, inside the pool
-/// already, or while a profiler records this thread, they run where
-/// `scan!` is called. Either way the results are the same, bit for bit.
-#[doc(hidden)]
-pub struct Steps<F, D>(
-    std::cell::Cell<Option<F>>,
-    std::marker::PhantomData<fn() -> D>,
-);
-
-impl<F, D> Steps<F, D> {
-    /// Wraps the K calls; `D` (the losses' device) is read off `f`'s type.
-    pub fn new<St, E, const K: usize>(f: F) -> Self
-    where
-        F: FnOnce() -> (St, Tensor<Rank1<K>, E, D>),
-        E: Unit,
-        D: Storage<E>,
-    {
-        Self(std::cell::Cell::new(Some(f)), std::marker::PhantomData)
-    }
-
-    fn take(&self) -> F {
-        self.0.take().expect("a scan's steps run once")
-    }
-}
-
-/// Runs a [`Steps`] on rayon's pool: chosen by method resolution when the
-/// steps are `Send` (the generated call is `(&steps).run_steps()`, which
-/// finds this impl before [`Here`]'s, one auto-reference further).
-#[doc(hidden)]
-pub trait OnPool<R> {
-    fn run_steps(&self) -> R;
-}
-
-impl<F: FnOnce() -> R + Send, R: Send, D: 'static> OnPool<R> for Steps<F, D> {
-    fn run_steps(&self) -> R {
-        let f = self.take();
-        let cpu = std::any::TypeId::of::<D>() == std::any::TypeId::of::<Cpu>();
-        if cpu && rayon::current_thread_index().is_none() && !crate::profile::records_this_thread()
-        {
-            rayon::scope(move |_| f())
-        } else {
-            f()
-        }
-    }
-}
-
-/// Runs a [`Steps`] on the calling thread: the fallback for steps that are
-/// not `Send`.
-#[doc(hidden)]
-pub trait Here<R> {
-    fn run_steps(&self) -> R;
-}
-
-impl<F: FnOnce() -> R, R, D> Here<R> for &Steps<F, D> {
-    fn run_steps(&self) -> R {
-        (**self).take()()
-    }
 }
 
 /// Compile-time check used by `scan!`: the batches are stacked `[K, ...]`.
