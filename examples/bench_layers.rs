@@ -242,6 +242,8 @@ fn main() {
     if !std::env::args().any(|a| a == "--system-malloc") {
         flaxen::runtime::malloc::keep_freed_memory();
     }
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let quick = std::env::args().any(|a| a == "--quick")
         || std::env::var("FLAXEN_BENCH_QUICK").is_ok_and(|v| v != "0");
     let (warmup, steps) = if quick { (2, 5) } else { (30, 300) };

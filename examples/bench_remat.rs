@@ -228,6 +228,8 @@ fn step<N: Net>(
 
 fn main() {
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let quick = std::env::args().any(|a| a == "--quick");
     let (b, rounds, steps) = if quick { (2, 1, 1) } else { (64, 3, 3) };
     let dev = Dev::seed_from_u64(0);

@@ -230,6 +230,8 @@ fn main() {
     // dfdx allocates every activation afresh; keep freed blocks in the
     // process instead of page-faulting them in again each step.
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let dev = Dev::seed_from_u64(0);

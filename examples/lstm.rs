@@ -49,6 +49,8 @@ type State = TrainState<Net, flaxen::runtime::optim::Adam<f64>, f32, Dev>;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let args = Args::parse();
     let dev = Dev::seed_from_u64(args.seed);
     let (train, test) = flaxen::runtime::data::digits::load()?;

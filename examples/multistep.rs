@@ -63,6 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // dfdx allocates every activation afresh; keep freed blocks in the
     // process instead of page-faulting them in again each step.
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let dev = Dev::seed_from_u64(0);
     let (train, _test) = flaxen::runtime::data::digits::load()?;
     let mut loader: Loader<Rank3<1, 8, 8>, BATCH, f32, Dev> =

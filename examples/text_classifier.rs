@@ -108,6 +108,8 @@ fn batch(rng: &mut Lcg, n: usize) -> (Vec<usize>, Vec<usize>) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let args = Args::parse();
     let dev = Dev::seed_from_u64(args.seed);
     let mut rng = Lcg(args.seed ^ 0x5eed);

@@ -198,6 +198,8 @@ fn main() -> Result<()> {
     // dfdx allocates every activation afresh; keep freed blocks in the
     // process instead of page-faulting them in again each step.
     flaxen::runtime::malloc::keep_freed_memory();
+    // The main thread runs its share of every kernel (no hand-off per kernel).
+    flaxen::runtime::threads::use_this_thread();
     let args = Args::parse();
     let mut dp = DataParallel::new(group()?);
     let result = load_and_run(&args, &mut dp);

@@ -27,6 +27,7 @@ pub mod run_lock;
 pub mod scan;
 pub mod schedule;
 pub mod state;
+pub mod threads;
 pub mod train_state;
 
 pub mod compact;
