@@ -72,13 +72,17 @@ impl<T> Shared<T> {
         Self(buf.as_mut_ptr())
     }
 
-    /// Elements `start..start + len`.
+    /// Elements `start..start + len`; an empty slice when `len` is 0,
+    /// whatever `start` is (an empty buffer's pointer must not be offset).
     ///
     /// # Safety
-    /// The range lies inside the buffer `new` saw, is initialised, and no
-    /// other live reference overlaps it.
+    /// A non-empty range lies inside the buffer `new` saw, is initialised,
+    /// and no other live reference overlaps it.
     #[allow(clippy::mut_from_ref)]
     pub(super) unsafe fn range(&self, start: usize, len: usize) -> &mut [T] {
+        if len == 0 {
+            return &mut [];
+        }
         unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
     }
 }
