@@ -28,28 +28,9 @@ pub(super) fn forward<E: Elem>(
     w: &[E],
     b: &[E],
 ) -> Vec<E> {
-    // Every row starts as the bias (no zeroing pass first); the gemm adds
-    // the product.
     let macs = batch * i * o;
-    if macs < PARALLEL_MACS {
-        // Every row starts as the bias (no zeroing pass first); the gemm
-        // adds the product.
-        let mut y = Vec::with_capacity(batch * o);
-        for _ in 0..batch {
-            y.extend_from_slice(b);
-        }
-        let dst = MatMut::rows(&mut y, batch, o);
-        matmul_threads(
-            dst,
-            true,
-            Mat::rows(x, batch, i),
-            Mat::transposed(w, i, o),
-            1,
-        );
-        return y;
-    }
-    if batch * o <= DOT_OUTPUTS {
-        return dot_forward(batch, i, o, x, w, b);
+    if macs < PARALLEL_MACS || batch * o <= DOT_OUTPUTS {
+        return rows_forward(batch, i, o, x, w, b, macs >= PARALLEL_MACS);
     }
     // gemm runs `x w^T` with `w` as a column-major right operand at a third
     // of its rate with every operand row-major (measured for 32 x 3136 x
@@ -82,26 +63,43 @@ pub(super) fn forward<E: Elem>(
 /// measured in alternation).
 const DOT_OUTPUTS: usize = 1024;
 
-/// [`forward`] as `batch * o` dot products of contiguous rows (`x`'s and
-/// `w`'s), the batch's rows split over the rayon threads.
-fn dot_forward<E: Elem>(batch: usize, i: usize, o: usize, x: &[E], w: &[E], b: &[E]) -> Vec<E> {
+/// [`forward`] on the operands as they are: every row of `y` starts as the
+/// bias (no zeroing pass first) and the product `x w^T` is added, on the
+/// calling thread, or, when `split`, with the batch's rows split over the
+/// rayon threads. For the shapes that reach here the product is `batch * o`
+/// dot products of contiguous rows (`x`'s and `w`'s) once the inner
+/// dimension is long.
+fn rows_forward<E: Elem>(
+    batch: usize,
+    i: usize,
+    o: usize,
+    x: &[E],
+    w: &[E],
+    b: &[E],
+    split: bool,
+) -> Vec<E> {
     let mut y = Vec::with_capacity(batch * o);
     for _ in 0..batch {
         y.extend_from_slice(b);
     }
-    let rows = super::chunking(batch);
-    y.par_chunks_mut(rows * o.max(1))
-        .zip(x.par_chunks(rows * i.max(1)))
-        .for_each(|(y, x)| {
-            let n = y.len() / o.max(1);
-            matmul_threads(
-                MatMut::rows(y, n, o),
-                true,
-                Mat::rows(x, n, i),
-                Mat::transposed(w, i, o),
-                1,
-            );
-        });
+    let product = |y: &mut [E], x: &[E]| {
+        let n = y.len() / o.max(1);
+        matmul_threads(
+            MatMut::rows(y, n, o),
+            true,
+            Mat::rows(x, n, i),
+            Mat::transposed(w, i, o),
+            1,
+        );
+    };
+    if split {
+        let rows = super::chunking(batch);
+        y.par_chunks_mut(rows * o.max(1))
+            .zip(x.par_chunks(rows * i.max(1)))
+            .for_each(|(y, x)| product(y, x));
+    } else {
+        product(&mut y, x);
+    }
     y
 }
 
@@ -171,12 +169,8 @@ pub(super) fn backward_b<E: Elem>(o: usize, dy: &[E], db: &mut [E]) {
 
 #[cfg(test)]
 mod tests {
-    /// Above the threshold the forward pass runs as `y^T = w x^T`: the same
-    /// values as the definition.
-    #[test]
-    fn large_forward_matches_the_definition() {
-        let (batch, i, o) = (5, 700, 301);
-        assert!(batch * i * o >= super::PARALLEL_MACS);
+    /// `forward`'s values against the definition, in f64.
+    fn forward_matches_the_definition(batch: usize, i: usize, o: usize) {
         let x: Vec<f64> = (0..batch * i).map(|v| (v as f64 * 0.37).sin()).collect();
         let w: Vec<f64> = (0..o * i).map(|v| (v as f64 * 0.11).cos()).collect();
         let b: Vec<f64> = (0..o).map(|v| v as f64 * 0.5).collect();
@@ -189,22 +183,22 @@ mod tests {
         }
     }
 
+    /// Above the threshold the forward pass runs as `y^T = w x^T`: the same
+    /// values as the definition.
+    #[test]
+    fn large_forward_matches_the_definition() {
+        let (batch, i, o) = (5, 700, 301);
+        assert!(batch * i * o >= super::PARALLEL_MACS && batch * o > super::DOT_OUTPUTS);
+        forward_matches_the_definition(batch, i, o);
+    }
+
     /// A large product with few outputs runs as dot products split over
     /// the threads (odd batch and output counts): the definition's values.
     #[test]
     fn few_output_forward_matches_the_definition() {
         let (batch, i, o) = (33, 4001, 9);
         assert!(batch * i * o >= super::PARALLEL_MACS && batch * o <= super::DOT_OUTPUTS);
-        let x: Vec<f64> = (0..batch * i).map(|v| (v as f64 * 0.37).sin()).collect();
-        let w: Vec<f64> = (0..o * i).map(|v| (v as f64 * 0.11).cos()).collect();
-        let b: Vec<f64> = (0..o).map(|v| v as f64 * 0.5).collect();
-        let y = super::forward(batch, i, o, &x, &w, &b);
-        for r in 0..batch {
-            for c in 0..o {
-                let want: f64 = b[c] + (0..i).map(|k| x[r * i + k] * w[c * i + k]).sum::<f64>();
-                assert!((y[r * o + c] - want).abs() < 1e-9, "y[{r}][{c}]");
-            }
-        }
+        forward_matches_the_definition(batch, i, o);
     }
 
     #[test]
