@@ -111,6 +111,11 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
             let check = quote_spanned! {batches.span()=>
                 #rt::assert_stacked::<#k_lit, _>(__batches);
             };
+            // Spanned like the check, so that batches of the wrong shape
+            // are one error, not one per use.
+            let awake = quote_spanned! {batches.span()=>
+                #rt::awake_for::<#k_lit, _>(__batches)
+            };
             let losses: Vec<_> = (0..k).map(|i| format_ident!("__loss_{}", i)).collect();
             let slices = quote_spanned! {batches.span()=>
                 ::core::iter::IntoIterator::into_iter(
@@ -133,9 +138,12 @@ pub(crate) fn expand(input: TokenStream) -> syn::Result<TokenStream> {
                 #[allow(unused_mut)]
                 let mut __step = #step;
                 let __state = #state;
+                // On the CPU, rayon's threads stay awake for the K steps.
+                let __awake = #awake;
                 // Every slice at once: a CPU stack is read once, not K times.
                 let mut __slices = #slices;
                 #(#calls)*
+                ::core::mem::drop(__awake);
                 (__state, #rt::stack_losses([#(#losses),*]))
             }})
         }

@@ -36,6 +36,13 @@ pub trait Stacked<const K: usize> {
     fn steps(&self) -> Vec<Self::Step> {
         (0..K).map(|k| self.step(k)).collect()
     }
+
+    /// Whether the steps run on the CPU (any stacked tensor is in host
+    /// memory), where `scan!` keeps rayon's threads awake for its K steps
+    /// ([`keep_awake`](crate::threads::keep_awake)).
+    fn on_host(&self) -> bool {
+        false
+    }
 }
 
 /// A device that can take slice `k` of a stacked tensor's leading axis.
@@ -44,6 +51,10 @@ pub trait Stacked<const K: usize> {
 /// `Cuda` (float dtypes on the device; `usize` labels, which dfdx 0.13 cannot
 /// `select` on the GPU, through one small host round trip of the labels).
 pub trait SelectStep<E: Unit>: Storage<E> {
+    /// Whether this device's tensors live in host memory (its kernels run
+    /// on rayon's threads).
+    const ON_HOST: bool = false;
+
     /// `t[k]`, a copy of one slice.
     fn select_step<Src: Shape + RemoveDimTo<Dst, ()>, Dst: Shape>(
         t: &Tensor<Src, E, Self>,
@@ -60,6 +71,8 @@ pub trait SelectStep<E: Unit>: Storage<E> {
 }
 
 impl<E: Dtype> SelectStep<E> for Cpu {
+    const ON_HOST: bool = true;
+
     /// Slice `k` as a copy of memory: dfdx's `select` computes an index per
     /// element, 2.5x slower for a batch of 32 digits (67 vs 27 µs,
     /// measured), which a scan pays every step.
@@ -181,6 +194,9 @@ macro_rules! impl_stacked_tensor {
             fn steps(&self) -> Vec<Self::Step> {
                 D::select_steps(self, K)
             }
+            fn on_host(&self) -> bool {
+                D::ON_HOST
+            }
         }
     };
 }
@@ -205,6 +221,9 @@ macro_rules! impl_stacked_tuple {
                     .map(|_| ($($t.next().expect("K slices"),)+))
                     .collect()
             }
+            fn on_host(&self) -> bool {
+                $(self.$i.on_host())||+
+            }
         }
     };
 }
@@ -220,6 +239,9 @@ impl<const K: usize, T: Stacked<K>> Stacked<K> for &T {
     }
     fn steps(&self) -> Vec<Self::Step> {
         (**self).steps()
+    }
+    fn on_host(&self) -> bool {
+        (**self).on_host()
     }
 }
 
@@ -313,12 +335,14 @@ where
     D: Device<E>,
 {
     const { assert!(K > 0, "`scan!` needs at least one step (K = 0)") };
+    let awake = awake_for::<K, B>(batches);
     let mut losses = Vec::with_capacity(K);
     for batch in batches.steps() {
         let (next, loss) = call_step(&mut step, state, batch);
         state = next;
         losses.push(loss);
     }
+    drop(awake);
     (state, stack_losses(to_array(losses)))
 }
 
@@ -346,3 +370,12 @@ where
 /// the batches' type (and so their leading axis).
 #[doc(hidden)]
 pub fn assert_stacked<const K: usize, B: Stacked<K>>(_: &B) {}
+
+/// What `scan!` holds for its K steps: the pool kept awake
+/// ([`keep_awake`](crate::threads::keep_awake)) when the batches are in
+/// host memory and [`set_awake_in_scan`](crate::threads::set_awake_in_scan)
+/// has not turned it off. A device's steps leave the CPU threads alone.
+#[doc(hidden)]
+pub fn awake_for<const K: usize, B: Stacked<K>>(batches: &B) -> Option<crate::threads::KeepAwake> {
+    (batches.on_host() && crate::threads::awake_in_scan()).then(crate::threads::keep_awake)
+}
