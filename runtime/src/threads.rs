@@ -191,7 +191,7 @@ impl Spinner {
                     std::hint::spin_loop();
                     polls = polls.wrapping_add(1);
                     // Reading the clock every poll would cost more than a poll.
-                    if polls % 256 == 0 && start.elapsed() > BURST {
+                    if polls.is_multiple_of(256) && start.elapsed() > BURST {
                         break self.idle_since.elapsed() < IDLE_LIMIT;
                     }
                 }
