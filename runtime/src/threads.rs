@@ -100,9 +100,9 @@ std::thread_local! {
 /// asleep, and the next kernel pays for waking them: a few microseconds
 /// before they start, dozens of times a step. A scan knows that K steps
 /// follow back to back, so it can keep them awake for all of them; a loop
-/// of K plain calls cannot. `bench_scan` measured `scan!(5)` at 1.10-1.17×
-/// the naive loop on W1 and 1.04-1.07× on W2 (six alternated runs on 2
-/// cores), against 0.98-1.02 and 0.99-1.03 without it.
+/// of K plain calls cannot. `bench_scan` measured `scan!(5)` at 1.08-1.19×
+/// the naive loop on W1 and 1.00-1.09× on W2 (eight runs on 2 cores),
+/// against 0.99-1.01 and 0.98-0.99 without it.
 ///
 /// The cost is cores that spin instead of sleeping during the serial gaps
 /// (a spinner that finds no job for 20 ms goes back to sleep, so a step
