@@ -12,28 +12,14 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use flaxen::prelude::*;
-use flaxen::runtime::optim::Adam;
 use flaxen::runtime::scan::stack_batches;
 use flaxen::runtime::threads::{keep_awake, set_awake_in_scan};
 use rayon::prelude::*;
 
-pub struct Cnn;
+#[path = "common/small_cnn.rs"]
+mod small_cnn;
+use small_cnn::{init, step, values, Batch, Dev, State};
 
-#[compact]
-impl Cnn {
-    fn forward(x: Input<1, 12, 12>) {
-        let x = relu(Conv(8, (3, 3))(x));
-        let x = avg_pool(x, (2, 2), strides = (2, 2));
-        Dense(10)(flatten(x))
-    }
-}
-
-type Dev = Cpu;
-type State = TrainState<<Cnn as BuildOnDevice<Dev, f32>>::Built, Adam<f64>, f32, Dev>;
-type Batch = (
-    Tensor<Rank4<64, 1, 12, 12>, f32, Dev>,
-    Tensor<Rank1<64>, usize, Dev>,
-);
 const K: usize = 4;
 
 /// The pool the kernels run on: 3 threads whatever the machine, so that a
@@ -67,33 +53,11 @@ fn batches() -> Vec<Batch> {
         .collect()
 }
 
-fn init() -> State {
-    let dev = Dev::seed_from_u64(3);
-    TrainState::create(dev.build_module::<Cnn, f32>(), adam(0.05)).unwrap()
-}
-
-fn step(mut s: State, (x, y): Batch) -> (State, Loss<f32, Dev>) {
-    let (loss, grads) = s
-        .value_and_grad(|m, tape| {
-            softmax_cross_entropy_with_integer_labels(m.forward(x.put_tape(tape)), y).mean()
-        })
-        .unwrap();
-    s.apply_gradients(grads).unwrap();
-    (s, loss)
-}
-
 /// The parameters and losses after K steps.
 type Outcome = (Vec<f32>, Vec<f32>);
 
 fn outcome(s: &State, losses: Vec<f32>) -> Outcome {
-    let mut out = StateMap::new();
-    s.save_state("", &mut out);
-    let mut keys: Vec<_> = out.keys().cloned().collect();
-    keys.sort();
-    (
-        keys.iter().flat_map(|k| out[k].data.clone()).collect(),
-        losses,
-    )
+    (values(s), losses)
 }
 
 /// K plain calls of `step`.
