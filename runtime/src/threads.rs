@@ -188,8 +188,15 @@ impl Spinner {
                     break true;
                 }
                 Some(rayon::Yield::Idle) => {
-                    std::hint::spin_loop();
                     polls = polls.wrapping_add(1);
+                    // Now and then the core goes to any other thread that
+                    // wants it (a machine running more threads than cores);
+                    // on an otherwise idle core this returns at once.
+                    if polls.is_multiple_of(64) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
                     // Reading the clock every poll would cost more than a poll.
                     if polls.is_multiple_of(256) && start.elapsed() > BURST {
                         break self.idle_since.elapsed() < IDLE_LIMIT;
