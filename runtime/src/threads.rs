@@ -68,7 +68,7 @@ const IDLE_LIMIT: Duration = Duration::from_millis(20);
 
 /// How long one spinner job spins at most before it queues its successor
 /// and returns (see [`Spinner::run`]).
-const BURST: Duration = Duration::from_micros(100);
+const BURST: Duration = Duration::from_micros(20);
 
 /// The guard [`keep_awake`] returns; dropping it lets the threads sleep.
 #[must_use = "the threads stay awake only while the guard lives"]
@@ -165,15 +165,16 @@ impl Spinner {
     /// while they wait): that job resumes at most a burst or one job later,
     /// not at `stop`, which may itself wait for that job. For the same
     /// reason a spinner picked up by a thread that already spins ends its
-    /// chain at once, and one picked up by the guard's own thread (which
-    /// runs queued jobs only while it waits inside a kernel) goes back to
-    /// the queue for another thread to take.
+    /// chain at once, and so does one picked up by the guard's own thread,
+    /// which runs queued jobs only while it waits inside a kernel (queued
+    /// again, it would sit above that kernel's own job in the thread's
+    /// queue, and be taken again instead of it).
     fn run(mut self) {
-        if self.stop.load(Ordering::Acquire) || SPINNING.get() {
+        if self.stop.load(Ordering::Acquire)
+            || SPINNING.get()
+            || std::thread::current().id() == self.owner
+        {
             return;
-        }
-        if std::thread::current().id() == self.owner {
-            return self.queue();
         }
         SPINNING.set(true);
         let start = Instant::now();
@@ -189,16 +190,16 @@ impl Spinner {
                 }
                 Some(rayon::Yield::Idle) => {
                     polls = polls.wrapping_add(1);
-                    // Now and then the core goes to any other thread that
-                    // wants it (a machine running more threads than cores);
-                    // on an otherwise idle core this returns at once.
-                    if polls.is_multiple_of(64) {
-                        std::thread::yield_now();
-                    } else {
+                    if !polls.is_multiple_of(64) {
                         std::hint::spin_loop();
+                        continue;
                     }
-                    // Reading the clock every poll would cost more than a poll.
-                    if polls.is_multiple_of(256) && start.elapsed() > BURST {
+                    // Now and then (not every poll: a poll costs less than
+                    // reading the clock) the core goes to any other thread
+                    // that wants it, on a machine running more threads than
+                    // cores; on an otherwise idle core this returns at once.
+                    std::thread::yield_now();
+                    if start.elapsed() > BURST {
                         break self.idle_since.elapsed() < IDLE_LIMIT;
                     }
                 }
@@ -209,5 +210,75 @@ impl Spinner {
         if next {
             self.queue();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::Yield;
+
+    fn spinner(owner: std::thread::ThreadId) -> (Spinner, Arc<AtomicBool>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Spinner {
+            stop: Arc::clone(&stop),
+            owner,
+            idle_since: Instant::now(),
+        };
+        (s, stop)
+    }
+
+    /// A thread id that is not this thread's.
+    fn another_thread() -> std::thread::ThreadId {
+        std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap()
+    }
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    /// A spinner that the guard's own thread picks up, or that a thread
+    /// already spinning picks up, returns without queueing a successor: in
+    /// the owner's queue it would sit above the job the owner waits to
+    /// take, and be taken again instead, for ever.
+    #[test]
+    fn a_spinner_on_the_owner_or_nested_ends_its_chain() {
+        pool(2).install(|| {
+            spinner(std::thread::current().id()).0.run();
+            assert_eq!(rayon::yield_local(), Some(Yield::Idle));
+            SPINNING.set(true);
+            spinner(another_thread()).0.run();
+            SPINNING.set(false);
+            assert_eq!(rayon::yield_local(), Some(Yield::Idle));
+        });
+    }
+
+    /// Elsewhere, a spinner that finds no job queues its successor after a
+    /// burst, and one whose guard is gone does not.
+    #[test]
+    fn a_spinner_queues_its_successor_until_stopped() {
+        let other = another_thread();
+        pool(1).install(|| {
+            let (s, stop) = spinner(other);
+            s.run();
+            stop.store(true, Ordering::Release);
+            // The successor, which sees `stop` and returns.
+            assert_eq!(rayon::yield_local(), Some(Yield::Executed));
+            assert_eq!(rayon::yield_local(), Some(Yield::Idle));
+        });
+    }
+
+    /// With one thread in the pool there is nobody to keep awake.
+    #[test]
+    fn one_thread_gets_no_spinner() {
+        pool(1).install(|| {
+            let _awake = keep_awake();
+            assert_eq!(rayon::yield_local(), Some(Yield::Idle));
+        });
     }
 }
