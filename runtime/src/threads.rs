@@ -100,9 +100,9 @@ std::thread_local! {
 /// asleep, and the next kernel pays for waking them: a few microseconds
 /// before they start, dozens of times a step. A scan knows that K steps
 /// follow back to back, so it can keep them awake for all of them; a loop
-/// of K plain calls cannot. `bench_scan` measured `scan!(5)` at 1.08-1.19×
-/// the naive loop on W1 and 1.00-1.09× on W2 (eight runs on 2 cores),
-/// against 0.99-1.01 and 0.98-0.99 without it.
+/// of K plain calls cannot. `bench_scan` measured `scan!(5)` at 1.00-1.20×
+/// the naive loop on W1 (median 1.13) and 1.02-1.10× on W2 (median 1.05)
+/// in nine runs on 2 cores, against 0.94-1.00 and 0.96-1.00 without it.
 ///
 /// The cost is cores that spin instead of sleeping during the serial gaps
 /// (a spinner that finds no job for 20 ms goes back to sleep, so a step
