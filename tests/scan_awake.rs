@@ -72,11 +72,16 @@ fn plain() -> Outcome {
     outcome(&s, losses)
 }
 
-/// `scan!(4, step, ..)` over the same batches, stacked.
-fn scanned() -> Outcome {
+/// `scan!(4, f, ..)` over the same batches, stacked.
+fn scan_with(f: impl FnMut(State, Batch) -> (State, Loss<f32, Dev>)) -> Outcome {
     let bs: [Batch; K] = batches().try_into().ok().unwrap();
-    let (s, losses) = scan!(4, step, init(), stack_batches(bs));
+    let (s, losses) = scan!(4, f, init(), stack_batches(bs));
     outcome(&s, losses.array().to_vec())
+}
+
+/// `scan!(4, step, ..)`.
+fn scanned() -> Outcome {
+    scan_with(step)
 }
 
 #[test]
@@ -102,17 +107,10 @@ fn a_step_with_a_long_serial_gap_still_finishes() {
     let want = within_a_minute(plain);
     // Each step first sleeps longer than a spinner waits for work.
     let got = within_a_minute(|| {
-        let bs: [Batch; K] = batches().try_into().ok().unwrap();
-        let (s, losses) = scan!(
-            4,
-            |s, b| {
-                std::thread::sleep(Duration::from_millis(30));
-                step(s, b)
-            },
-            init(),
-            stack_batches(bs)
-        );
-        outcome(&s, losses.array().to_vec())
+        scan_with(|s, b| {
+            std::thread::sleep(Duration::from_millis(30));
+            step(s, b)
+        })
     });
     assert_eq!(got, want);
 }
