@@ -41,6 +41,27 @@ pub fn typed_tensor(shape: &[usize], elem: Elem, taped: bool) -> TokenStream {
     }
 }
 
+/// The tape type of a model's `k`-th input: `T` for the first, `__T1`,
+/// `__T2`, .. for the others.
+pub fn input_tape(k: usize) -> syn::Ident {
+    match k {
+        0 => quote::format_ident!("T"),
+        k => quote::format_ident!("__T{}", k),
+    }
+}
+
+/// The batched tensor type of a model input holding `elem`, with the tape
+/// `tape` (a mask never carries one).
+pub fn input_tensor(shape: &[usize], elem: Elem, tape: &syn::Ident) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let s = batched_shape(shape);
+    match elem {
+        Elem::Float => quote!(#dfdx::tensor::Tensor<#s, E, D, #tape>),
+        Elem::Index => quote!(#dfdx::tensor::Tensor<#s, usize, D, #tape>),
+        Elem::Bool => quote!(#dfdx::tensor::Tensor<#s, bool, D>),
+    }
+}
+
 /// The trait a forward pass implements: `Module` (inference) or
 /// `ModuleMut` (training).
 pub struct Mode {

@@ -45,19 +45,31 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
     };
     let mut wheres = Vec::new();
     let mut stmts = Vec::new();
-    // Several inputs arrive as a tuple, the tape on the first; the others
-    // get an empty tape of their own, merged into the first's where their
-    // paths meet, so the layers that read them record their gradients.
+    // Several inputs arrive as a tuple. The tapes of those after the first
+    // move onto the first (what computed them is recorded there, so their
+    // gradients flow back to it); each then gets an empty tape of the
+    // first's type, merged back where their paths meet, so the layers that
+    // read them record their gradients.
     let n = plan.num_inputs;
     if n > 1 {
         let vars = (0..n).map(|k| format_ident!("__t{}", k));
         stmts.push(quote!(let (#(#vars,)*) = __t0;));
-        for (k, step) in plan.steps.iter().enumerate().take(n).skip(1) {
-            if step.elem != Elem::Bool {
+        let taped: Vec<usize> = (1..n)
+            .filter(|&k| plan.steps[k].elem != Elem::Bool)
+            .collect();
+        if !taped.is_empty() {
+            stmts
+                .push(quote!(let (__t0, mut __tape) = #dfdx::tensor::SplitTape::split_tape(__t0);));
+            for &k in &taped {
                 let v = format_ident!("__t{}", k);
-                let ty = step.ty();
-                stmts.push(quote!(let #v: #ty = #dfdx::tensor::PutTape::put_tape(#v, ::core::default::Default::default());));
+                let ty = plan.steps[k].ty();
+                stmts.push(quote! {
+                    let (#v, __tk) = #dfdx::tensor::SplitTape::split_tape(#v);
+                    __tape = #dfdx::tensor::Merge::merge(__tape, __tk);
+                    let #v: #ty = #dfdx::tensor::PutTape::put_tape(#v, ::core::default::Default::default());
+                });
             }
+            stmts.push(quote!(let __t0 = #dfdx::tensor::PutTape::put_tape(__t0, __tape);));
         }
     }
     for (k, step) in plan.steps.iter().enumerate().skip(n) {

@@ -64,17 +64,24 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     let (marker_field, marker_init) = marker(phantom);
 
     // One input is the tensor itself; several are a tuple in declaration
-    // order with the tape on the first.
+    // order. Each tensor input after the first has a tape type of its own
+    // (`__T1`, ..) that the first's tape must absorb (dfdx's `Merge`): an
+    // input computed inside an outer model arrives with a share of its tape
+    // (so the gradient reaches whatever computed it), one from the caller
+    // usually with none.
     let in_ty = match plan.num_inputs {
         1 => plan.steps[0].ty(),
         n => {
-            let tys = plan.steps[..n]
-                .iter()
-                .enumerate()
-                .map(|(k, s)| crate::gen::typed_tensor(&s.shape, s.elem, k == 0));
+            let tys = plan.steps[..n].iter().enumerate().map(|(k, s)| {
+                crate::gen::input_tensor(&s.shape, s.elem, &crate::gen::input_tape(k))
+            });
             quote!((#(#tys,)*))
         }
     };
+    let extra_tapes: Vec<syn::Ident> = (1..plan.num_inputs)
+        .filter(|&k| plan.steps[k].elem != crate::ast::Elem::Bool)
+        .map(crate::gen::input_tape)
+        .collect();
     let out_ty = crate::gen::tensor_ty(out_shape);
     // `Module` and `ModuleMut`, each for the input tensor and, for a model
     // of one float input, for the input marked `NoInputGrad(x)` (the
@@ -98,9 +105,9 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
             (in_ty.clone(), quote!())
         };
         quote! {
-            impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D>>
+            impl<B: #dfdx::shapes::Dim, E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>, T: #dfdx::tensor::Tape<E, D> #(, #extra_tapes: #dfdx::tensor::Tape<E, D>)*>
                 #tr<#arg_ty> for #module<E, D>
-            where #(#wheres,)*
+            where #(T: #dfdx::tensor::Merge<#extra_tapes>,)* #(#wheres,)*
             {
                 type Output = #out_ty;
                 type Error = D::Err;
