@@ -36,6 +36,11 @@ pub fn compact_resume() -> TokenStream {
     quote!(::flaxen::__private::compact_resume)
 }
 
+/// The runtime's Flax checkpoint mapping (`FlaxLayout`, `FlaxKind`).
+pub fn flax() -> TokenStream {
+    quote!(::flaxen::__private::flaxen_runtime::interop::flax)
+}
+
 /// The runtime's profiler hooks, called around each layer and op.
 pub fn profile() -> TokenStream {
     quote!(::flaxen::__private::flaxen_runtime::profile)

@@ -151,13 +151,17 @@ impl Checker<'_> {
     }
 
     /// The field name: `name = ".."` or the next `kind_N` in construction
-    /// order (Flax's autonaming); reports duplicates.
+    /// order (Flax's autonaming); reports duplicates. With it, the name of
+    /// the Flax module that holds the parameters: the given name where
+    /// `flax_named` (it names the Flax module too), else the next
+    /// `Class_N`.
     fn field_name(
         &mut self,
         base: &str,
+        (class, flax_named): (&str, bool),
         given: Option<&ArgVal>,
         call: &TokenStream,
-    ) -> Option<syn::Ident> {
+    ) -> Option<(syn::Ident, String)> {
         let name = match given {
             Some(a) => self.cx.take(a.layer_name())?,
             None => {
@@ -167,6 +171,14 @@ impl Checker<'_> {
                 name
             }
         };
+        let flax = match given {
+            Some(_) if flax_named => name.clone(),
+            _ => {
+                let n = self.flax_counters.entry(class.to_string()).or_insert(0);
+                *n += 1;
+                format!("{class}_{}", *n - 1)
+            }
+        };
         if !self.names.insert(name.clone()) {
             match given {
                 None => self.cx.error_at(call, format!("duplicate name: this layer's automatic name `{name}` is already given to an earlier layer with `name = \"{name}\"`; rename that one")),
@@ -174,17 +186,17 @@ impl Checker<'_> {
             }
             return None;
         }
-        Some(format_ident!("{}", name))
+        Some((format_ident!("{}", name), flax))
     }
 
     fn add_field(
         &mut self,
-        name: syn::Ident,
+        (name, flax): (syn::Ident, String),
         layer: Layer,
         inputs: Vec<usize>,
         out: Vec<usize>,
     ) -> Val {
-        self.fields.push(Field { name, layer });
+        self.fields.push(Field { name, flax, layer });
         let field = self.fields.len() - 1;
         self.push(Kind::Field { field, inputs }, out)
     }
@@ -202,7 +214,12 @@ impl Checker<'_> {
         // is evaluated: `Dense(2)(Dense(3)(x))` has the outer one first.
         let name = match kind {
             LayerKind::Dropout => None,
-            _ => Some(self.field_name(&layers::base_name(kind, &bound), bound.get("name"), tokens)),
+            _ => Some(self.field_name(
+                &layers::base_name(kind, &bound),
+                layers::flax_class(kind, &bound),
+                bound.get("name"),
+                tokens,
+            )),
         };
         let spec = layers::inputs(kind);
         let Some(applied) = self.applied(kind.name(), inputs, &spec, tokens) else {
@@ -368,7 +385,7 @@ impl Checker<'_> {
             .last()
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
-        let name = self.field_name(&symbol::snake(&last), named.first(), tokens);
+        let name = self.field_name(&symbol::snake(&last), (&last, true), named.first(), tokens);
         let model = match self
             .sources
             .get(&crate::nest::key(path))
@@ -410,7 +427,7 @@ impl Checker<'_> {
             .iter()
             .map(|(i, _)| self.shape(*i).to_vec())
             .collect();
-        let ident = format_ident!("__{}_{}", self.outer, name);
+        let ident = format_ident!("__{}_{}", self.outer, name.0);
         let inst = Instance {
             name: ident.clone(),
             dims: dims.clone(),

@@ -51,6 +51,10 @@ pub struct Plan {
 pub struct Field {
     /// Field name and checkpoint key prefix (`conv_0`).
     pub name: syn::Ident,
+    /// The name Flax gives the module holding its parameters: `name = ".."`
+    /// as written, else the class and its index (`Conv_0`, `ResUnit_1`,
+    /// `DecoderLSTMCell_0`).
+    pub flax: String,
     /// The layer.
     pub layer: Layer,
 }
@@ -149,6 +153,9 @@ struct Checker<'a> {
     params: HashMap<String, Val>,
     /// The next automatic index per layer kind (`dense` → 2).
     counters: HashMap<String, usize>,
+    /// The next index of Flax's automatic names per class (`Dense` → 2),
+    /// which count apart from flaxen's where two classes snake-case alike.
+    flax_counters: HashMap<String, usize>,
     names: BTreeSet<String>,
     model: &'a Model,
     /// The model's type name (instance types are named after it).
@@ -192,6 +199,7 @@ pub fn check_instance(
         scopes: vec![HashMap::new()],
         params: HashMap::new(),
         counters: HashMap::new(),
+        flax_counters: HashMap::new(),
         names: BTreeSet::new(),
         model,
         outer: inst.name.clone(),

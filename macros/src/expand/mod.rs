@@ -13,6 +13,7 @@ mod forward;
 mod stub;
 
 use crate::check::{Kind, Plan};
+use crate::ops::Op;
 use crate::gen::Mode;
 use crate::paths;
 use crate::shape;
@@ -123,6 +124,13 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         .iter()
         .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
     let consts = compact_consts(in_shape, out_shape, params);
+    // Each field's place in a Flax checkpoint, from what the model says of
+    // it: its Flax name, its kind, and the map a `Dense` reads flattened.
+    let fl = paths::flax();
+    let flax_leaves = fields.iter().enumerate().map(|(k, f)| {
+        f.layer
+            .flax(&f.name.to_string(), &f.flax, flattened(plan, k))
+    });
     // Name each nested model as its user: a private model only called as a
     // layer is not dead code, and rustc checks the path is a model.
     let uses = plan
@@ -188,12 +196,61 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
 
         #(#modules)*
 
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #fl::FlaxLayout for #module<E, D> {
+            fn flax_leaves(__out: &mut #fl::FlaxLeaves) {
+                #(#flax_leaves)*
+            }
+        }
+
         impl #rt::Compact for #name {
             type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
             #consts
         }
 
         #(#uses)*
+    }
+}
+
+/// The `[c, h, w]` map that field `field` (a `Dense`) reads through a
+/// `flatten` or a `reshape` to one axis, past elementwise activations and
+/// dropout: Flax flattens such maps in NHWC order, so its kernel's rows
+/// need permuting. `None` for any other input, and for
+/// `flatten(x, channels_first = true)`.
+fn flattened(plan: &Plan, field: usize) -> Option<[usize; 3]> {
+    let step = plan
+        .steps
+        .iter()
+        .find(|s| matches!(&s.kind, Kind::Field { field: f, .. } if *f == field))?;
+    let Kind::Field { inputs, .. } = &step.kind else {
+        return None;
+    };
+    let mut at = *inputs.first()?;
+    loop {
+        match &plan.steps[at].kind {
+            Kind::Op {
+                op: Op::Activation(_) | Op::Dropout(_),
+                inputs,
+            } => at = *inputs.first()?,
+            Kind::Op {
+                op:
+                    Op::FlattenImage {
+                        chw,
+                        channels_first,
+                    },
+                ..
+            } => return (!channels_first).then_some(*chw),
+            Kind::Op {
+                op: Op::Reshape,
+                inputs,
+            } => {
+                let from = &plan.steps[*inputs.first()?].shape;
+                return match (from.as_slice(), plan.steps[at].shape.len()) {
+                    (&[c, h, w], 1) => Some([c, h, w]),
+                    _ => None,
+                };
+            }
+            _ => return None,
+        }
     }
 }
 

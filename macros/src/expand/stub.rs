@@ -19,6 +19,7 @@ use quote::{format_ident, quote};
 pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> TokenStream {
     let dfdx = paths::dfdx();
     let rt = paths::compact();
+    let fl = paths::flax();
     let module = format_ident!("{}Module", name);
     let invalid = format_ident!("__FlaxenInvalid{}", name);
     let errors = errors.to_compile_error();
@@ -77,6 +78,10 @@ pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> 
         }
 
         #(#modules)*
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #fl::FlaxLayout for #module<E, D> {
+            fn flax_leaves(_: &mut #fl::FlaxLeaves) {}
+        }
 
         impl #rt::Compact for #name {
             type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;

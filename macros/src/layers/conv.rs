@@ -138,6 +138,12 @@ pub(super) fn arg_or_call(b: &Bound, site: &Site, name: &str) -> TokenStream {
 }
 
 impl Conv {
+    /// Its `FlaxKind`.
+    pub fn flax_kind(&self) -> TokenStream {
+        let (fl, bias) = (paths::flax(), self.use_bias);
+        quote!(#fl::FlaxKind::Conv { bias: #bias })
+    }
+
     pub fn ty(&self) -> TokenStream {
         let (l, c, o) = (paths::layers(), lit(self.channels), lit(self.features));
         if self.groups == 1 && self.dilation == (1, 1) {

@@ -100,6 +100,12 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(ConvTranspose, Ve
 }
 
 impl ConvTranspose {
+    /// Its `FlaxKind`: Flax's `ConvTranspose` kernel is HWIO as `Conv`'s.
+    pub fn flax_kind(&self) -> TokenStream {
+        let (fl, bias) = (paths::flax(), self.use_bias);
+        quote!(#fl::FlaxKind::Conv { bias: #bias })
+    }
+
     /// `ConvTranspose2D<C, O, KH, KW, DH, DW, SH, SW, PT, PB, PL, PR, H, W, OH, OW>`.
     pub fn ty(&self) -> TokenStream {
         let (l, c, o) = (paths::layers(), lit(self.channels), lit(self.features));

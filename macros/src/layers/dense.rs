@@ -50,6 +50,21 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>
 }
 
 impl Dense {
+    /// Its `FlaxKind`; `flattened` is the `[c, h, w]` map its input is a
+    /// flatten of (Flax's rows then run over (h, w, c)).
+    pub fn flax_kind(&self, flattened: Option<[usize; 3]>) -> TokenStream {
+        let fl = paths::flax();
+        let bias = self.use_bias;
+        let flattened = match flattened {
+            Some([c, h, w]) => {
+                let (c, h, w) = (lit(c), lit(h), lit(w));
+                quote!(::core::option::Option::Some([#c, #h, #w]))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(#fl::FlaxKind::Dense { bias: #bias, flattened: #flattened })
+    }
+
     pub fn ty(&self) -> TokenStream {
         let (l, i, o) = (paths::layers(), lit(self.inputs), lit(self.features));
         // flaxen's own layers: Flax's lecun_normal init, which dfdx's

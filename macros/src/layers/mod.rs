@@ -137,6 +137,17 @@ pub fn base_name(kind: LayerKind, b: &Bound) -> String {
     }
 }
 
+/// The Flax module that holds a layer's parameters: its class name, the
+/// cell's for `RNN` (Flax builds the cell in the caller's scope, so it is
+/// the caller's `LSTMCell_0` whatever the `RNN` is named), and whether an
+/// explicit `name = ".."` names it in Flax too.
+pub fn flax_class(kind: LayerKind, b: &Bound) -> (&'static str, bool) {
+    match kind {
+        LayerKind::Rnn => (rnn::class(b).unwrap_or(kind.name()), false),
+        _ => (kind.name(), true),
+    }
+}
+
 /// The signature of a recurrent cell.
 pub fn cell_sig() -> &'static Sig {
     &rnn::CELL
@@ -241,6 +252,33 @@ impl Layer {
             | Layer::Rnn(_)
             | Layer::Nested(_) => Vec::new(),
         }
+    }
+
+    /// The statement that adds the layer's leaves to the Flax tree `__out`
+    /// (a `FlaxLeaves`) under flaxen field `key` and Flax module `flax`;
+    /// `flattened` is the `[c, h, w]` map a `Dense` reads through a
+    /// `flatten`.
+    pub fn flax(&self, key: &str, flax: &str, flattened: Option<[usize; 3]>) -> TokenStream {
+        let fl = paths::flax();
+        let kind = match self {
+            Layer::Dense(l) => l.flax_kind(flattened),
+            Layer::Conv(l) => l.flax_kind(),
+            Layer::ConvTranspose(l) => l.flax_kind(),
+            Layer::BatchNorm(_) => quote!(#fl::FlaxKind::BatchNorm),
+            Layer::LayerNorm(_) => quote!(#fl::FlaxKind::LayerNorm),
+            Layer::RmsNorm(_) => quote!(#fl::FlaxKind::RmsNorm),
+            Layer::GroupNorm(_) => quote!(#fl::FlaxKind::GroupNorm),
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.flax_kind(),
+            Layer::Embed(_) => quote!(#fl::FlaxKind::Embed),
+            Layer::Rnn(l) => l.flax_kind(),
+            Layer::Nested(l) => {
+                let ty = l.ty();
+                return quote!(__out.nested::<#ty>(#key, #flax););
+            }
+            // `remat` adds no level on either side.
+            Layer::Remat(l) => return l.flax(key, flax, flattened),
+        };
+        quote!(__out.layer(#key, #flax, #kind);)
     }
 
     /// Trainable parameters.

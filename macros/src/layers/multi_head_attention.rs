@@ -93,6 +93,12 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
 }
 
 impl Attention {
+    /// Its `FlaxKind`.
+    pub fn flax_kind(&self) -> TokenStream {
+        let (fl, heads) = (paths::flax(), lit(self.heads));
+        quote!(#fl::FlaxKind::Attention { heads: #heads })
+    }
+
     /// The attention weights' dropout rate (0 when off).
     pub fn dropout_rate(&self) -> f64 {
         self.dropout

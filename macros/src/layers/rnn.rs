@@ -73,13 +73,28 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Rnn, Vec<usize>)>
 /// The field name's stem: the cell's, as in Flax, where the cell owns the
 /// parameters (`LSTMCell_0`) and `RNN` adds no level.
 pub fn base_name(b: &Bound) -> Option<String> {
+    class(b).map(crate::symbol::snake)
+}
+
+/// The Flax class that holds the parameters: the cell's (`LSTMCell`).
+pub fn class(b: &Bound) -> Option<&'static str> {
     match b.get("cell").map(|a| &a.val) {
-        Some(crate::value::Val::Cell(k, _)) => Some(crate::symbol::snake(k.name())),
+        Some(crate::value::Val::Cell(k, _)) => Some(k.name()),
         _ => None,
     }
 }
 
 impl Rnn {
+    /// Its cell's `FlaxKind`.
+    pub fn flax_kind(&self) -> TokenStream {
+        let fl = paths::flax();
+        match self.cell {
+            CellKind::Lstm => quote!(#fl::FlaxKind::LstmCell),
+            CellKind::Gru => quote!(#fl::FlaxKind::GruCell),
+            CellKind::Simple => quote!(#fl::FlaxKind::SimpleCell),
+        }
+    }
+
     pub fn ty(&self) -> TokenStream {
         let l = paths::layers();
         let (i, h) = (lit(self.inputs), lit(self.features));

@@ -43,7 +43,12 @@ pub enum Op {
     /// `avg_pool` / `max_pool`.
     Pool(Pool),
     /// `flatten` of an image: flaxen's fast `Flatten2D`.
-    FlattenImage { chw: [usize; 3] },
+    FlattenImage {
+        chw: [usize; 3],
+        /// `channels_first = true`: the ported Flax model flattened
+        /// channel-first, so a `Dense` reading it maps one to one.
+        channels_first: bool,
+    },
     /// Any other reshape to the step's shape (same element count).
     Reshape,
     /// `resize`: `jax.image.resize` of the height and width.
@@ -148,7 +153,7 @@ pub fn check(
         Family::Reduce { mean } => reduce::check(mean, b, site, cx),
         Family::Concat => concat::check(b, shapes, names, site, cx),
         Family::Pool { avg } => pool::check(avg, b, site, cx).map(|(p, s)| (Op::Pool(p), s)),
-        Family::Flatten => reshape::flatten(site, cx),
+        Family::Flatten => reshape::flatten(b, site, cx),
         Family::Reshape => reshape::check(b, site, cx),
         Family::Resize => resize::check(b, site, cx),
         Family::SwapAxes => axes::swapaxes(b, site, cx),
@@ -261,7 +266,7 @@ impl Op {
             Op::Reduce { mean, axes } => (reduce::expand(*mean, axes, x, io.out), Vec::new()),
             Op::Concat { axis } => (concat::expand(*axis, &io.args, io.out), Vec::new()),
             Op::Pool(p) => zst(p.ty()),
-            Op::FlattenImage { chw } => zst(reshape::flatten_image_ty(*chw)),
+            Op::FlattenImage { chw, .. } => zst(reshape::flatten_image_ty(*chw)),
             Op::Reshape => (reshape::expand(x, io.out), Vec::new()),
             Op::Resize(r) => zst(r.ty()),
             Op::Permute(perm) => (axes::permute(perm, x, io.out), Vec::new()),

@@ -11,7 +11,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const FLATTEN: Sig = Sig {
-    params: &[],
+    params: &["channels_first"],
     required: &[],
     example: "flatten(x)",
 };
@@ -21,13 +21,24 @@ pub const RESHAPE: Sig = Sig {
     example: "reshape(x, (16, 49))",
 };
 
-pub fn flatten(site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
+/// `flatten(x)`; `channels_first = true` says the Flax model it ports
+/// flattened its map channel-first (a transpose to NCHW before its
+/// reshape), which only the Flax checkpoint mapping reads: the values are
+/// flaxen's (c, h, w) order either way.
+pub fn flatten(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
+    let channels_first = b.or(cx, "channels_first", false, |a| a.boolean("`channels_first`"))?;
     let Some(n) = shape::product(site.shape) else {
         cx.error_at(site.call, "this size overflows `usize`");
         return None;
     };
     match *site.shape {
-        [c, h, w] => Some((super::Op::FlattenImage { chw: [c, h, w] }, vec![n])),
+        [c, h, w] => Some((
+            super::Op::FlattenImage {
+                chw: [c, h, w],
+                channels_first,
+            },
+            vec![n],
+        )),
         _ => Some((super::Op::Reshape, vec![n])),
     }
 }

@@ -70,21 +70,175 @@ fn camel(snake_name: &str) -> String {
         .collect()
 }
 
-/// How a leaf changes on the way in: its flaxen name and layout.
+/// How an array differs between Flax's checkpoint and flaxen's module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
+pub enum Layout {
     /// Same values, same shape.
     Keep,
-    /// Conv kernel HWIO <-> weight OIHW.
+    /// Conv (and ConvTranspose) kernel HWIO <-> weight OIHW.
     Conv,
     /// Dense kernel (in, out) <-> weight (out, in).
     Transpose,
+    /// The kernel of a Dense that reads a flattened `[c, h, w]` map: Flax's
+    /// rows run over (h, w, c) (it flattens NHWC maps), flaxen's columns
+    /// over (c, h, w).
+    Flattened {
+        /// Channels.
+        c: usize,
+        /// Height.
+        h: usize,
+        /// Width.
+        w: usize,
+    },
     /// Attention `query`/`key`/`value` kernel (F, H, D) <-> (H*D, F).
-    Qkv,
+    Qkv {
+        /// H; 0 where the name mapping does not know it.
+        heads: usize,
+    },
     /// Attention `query`/`key`/`value` bias (H, D) <-> (H*D).
-    QkvBias,
+    QkvBias {
+        /// H; 0 where the name mapping does not know it.
+        heads: usize,
+    },
     /// Attention `out` kernel (H, D, O) <-> (O, H*D).
-    Out,
+    Out {
+        /// H; 0 where the name mapping does not know it.
+        heads: usize,
+    },
+}
+
+impl Layout {
+    /// The same layout with `heads` heads, for the attention layouts.
+    fn with_heads(self, h: usize) -> Self {
+        match self {
+            Layout::Qkv { .. } => Layout::Qkv { heads: h },
+            Layout::QkvBias { .. } => Layout::QkvBias { heads: h },
+            Layout::Out { .. } => Layout::Out { heads: h },
+            other => other,
+        }
+    }
+
+    /// Whether writing Flax's array needs the number of heads.
+    fn heads_needed(self) -> bool {
+        matches!(self, Layout::Qkv { .. } | Layout::QkvBias { .. } | Layout::Out { .. })
+    }
+
+    /// The heads an attention layout needs to write Flax's array (0 for
+    /// the other layouts).
+    fn heads(self) -> usize {
+        match self {
+            Layout::Qkv { heads } | Layout::QkvBias { heads } | Layout::Out { heads } => heads,
+            _ => 0,
+        }
+    }
+
+    /// Flax's array (at `path`, for messages) in flaxen's layout.
+    pub(crate) fn to_flaxen(self, a: Array, path: &str) -> Result<Array, FlaxError> {
+        let rank = |r: usize| {
+            if a.shape.len() == r {
+                Ok(())
+            } else {
+                Err(FlaxError::Format {
+                    path: path.to_owned(),
+                    reason: format!("shape {:?} is not of rank {r}", a.shape),
+                })
+            }
+        };
+        Ok(match self {
+            Layout::Keep => a,
+            Layout::Conv => {
+                rank(4)?;
+                permute(&a, &[3, 2, 0, 1])
+            }
+            Layout::Transpose => {
+                rank(2)?;
+                permute(&a, &[1, 0])
+            }
+            Layout::Flattened { c, h, w } => {
+                rank(2)?;
+                if a.shape[0] != c * h * w {
+                    return Err(FlaxError::Format {
+                        path: path.to_owned(),
+                        reason: format!(
+                            "shape {:?}: a Dense after a flatten of [{c}, {h}, {w}] has {} input rows",
+                            a.shape,
+                            c * h * w
+                        ),
+                    });
+                }
+                let o = a.shape[1];
+                // (h, w, c, o) -> (o, c, h, w), as a conv kernel is.
+                reshaped(permute(&reshaped(a, vec![h, w, c, o]), &[3, 2, 0, 1]), vec![o, c * h * w])
+            }
+            Layout::Qkv { .. } => {
+                rank(3)?;
+                let f = a.shape[0];
+                let hd = a.shape[1] * a.shape[2];
+                permute(&reshaped(a, vec![f, hd]), &[1, 0])
+            }
+            Layout::QkvBias { .. } => {
+                rank(2)?;
+                let hd = a.shape[0] * a.shape[1];
+                reshaped(a, vec![hd])
+            }
+            Layout::Out { .. } => {
+                rank(3)?;
+                let o = a.shape[2];
+                let hd = a.shape[0] * a.shape[1];
+                permute(&reshaped(a, vec![hd, o]), &[1, 0])
+            }
+        })
+    }
+
+    /// flaxen's array (of key `key`, for messages) in Flax's layout.
+    pub(crate) fn to_flax(self, a: Array, key: &str) -> Result<Array, FlaxError> {
+        let shape_err = |r: usize| FlaxError::Format {
+            path: key.to_owned(),
+            reason: format!("shape {:?} is not of rank {r}", a.shape),
+        };
+        let split_heads = |hd: usize| -> Result<(usize, usize), FlaxError> {
+            let h = self.heads();
+            if h == 0 || !hd.is_multiple_of(h) {
+                return Err(FlaxError::Format {
+                    path: key.to_owned(),
+                    reason: format!("{hd} features do not split into {h} heads"),
+                });
+            }
+            Ok((h, hd / h))
+        };
+        Ok(match self {
+            Layout::Keep => a,
+            Layout::Conv if a.shape.len() == 4 => permute(&a, &[2, 3, 1, 0]),
+            Layout::Transpose if a.shape.len() == 2 => permute(&a, &[1, 0]),
+            Layout::Flattened { c, h, w } if a.shape.len() == 2 && a.shape[1] == c * h * w => {
+                let o = a.shape[0];
+                reshaped(permute(&reshaped(a, vec![o, c, h, w]), &[2, 3, 1, 0]), vec![h * w * c, o])
+            }
+            Layout::Qkv { .. } if a.shape.len() == 2 => {
+                let (h, d) = split_heads(a.shape[0])?;
+                let f = a.shape[1];
+                reshaped(permute(&a, &[1, 0]), vec![f, h, d])
+            }
+            Layout::QkvBias { .. } if a.shape.len() == 1 => {
+                let (h, d) = split_heads(a.shape[0])?;
+                reshaped(a, vec![h, d])
+            }
+            Layout::Out { .. } if a.shape.len() == 2 => {
+                let (h, d) = split_heads(a.shape[1])?;
+                let o = a.shape[0];
+                reshaped(permute(&a, &[1, 0]), vec![h, d, o])
+            }
+            Layout::Conv => return Err(shape_err(4)),
+            Layout::Flattened { c, h, w } => {
+                return Err(FlaxError::Format {
+                    path: key.to_owned(),
+                    reason: format!("shape {:?} is not [out, {}]", a.shape, c * h * w),
+                })
+            }
+            Layout::Transpose | Layout::Qkv { .. } | Layout::Out { .. } => return Err(shape_err(2)),
+            Layout::QkvBias { .. } => return Err(shape_err(1)),
+        })
+    }
 }
 
 /// (Flax leaf, flaxen leaf, layout) of one module kind; `None` when flaxen
@@ -107,8 +261,11 @@ fn leaves_of(
             ("var", "running_var", Keep),
         ],
         "LayerNorm" => &[("scale", "gamma", Keep), ("bias", "beta", Keep)],
-        "query" | "key" | "value" => &[("kernel", "weight", Qkv), ("bias", "bias", QkvBias)],
-        "out" => &[("kernel", "weight", Out), ("bias", "bias", Keep)],
+        "query" | "key" | "value" => &[
+            ("kernel", "weight", Qkv { heads: 0 }),
+            ("bias", "bias", QkvBias { heads: 0 }),
+        ],
+        "out" => &[("kernel", "weight", Out { heads: 0 }), ("bias", "bias", Keep)],
         "Embed" => &[("embedding", "embedding", Keep)],
         _ if parent.is_some_and(|p| p.ends_with("Cell")) => DENSE,
         _ => return None,
@@ -167,44 +324,7 @@ pub(crate) fn to_flaxen(path: &[String], a: Array) -> Result<(String, Array), Fl
         .iter()
         .find(|(f, ..)| f == leaf)
         .ok_or_else(unmapped)?;
-    let rank = |r: usize| {
-        if a.shape.len() == r {
-            Ok(())
-        } else {
-            Err(FlaxError::Format {
-                path: joined.clone(),
-                reason: format!("shape {:?} is not of rank {r}", a.shape),
-            })
-        }
-    };
-    let a = match layout {
-        Layout::Keep => a,
-        Layout::Conv => {
-            rank(4)?;
-            permute(&a, &[3, 2, 0, 1])
-        }
-        Layout::Transpose => {
-            rank(2)?;
-            permute(&a, &[1, 0])
-        }
-        Layout::Qkv => {
-            rank(3)?;
-            let f = a.shape[0];
-            let hd = a.shape[1] * a.shape[2];
-            permute(&reshaped(a, vec![f, hd]), &[1, 0])
-        }
-        Layout::QkvBias => {
-            rank(2)?;
-            let hd = a.shape[0] * a.shape[1];
-            reshaped(a, vec![hd])
-        }
-        Layout::Out => {
-            rank(3)?;
-            let o = a.shape[2];
-            let hd = a.shape[0] * a.shape[1];
-            permute(&reshaped(a, vec![hd, o]), &[1, 0])
-        }
-    };
+    let a = layout.to_flaxen(a, &joined)?;
     let mut key: Vec<String> = modules
         .iter()
         .map(|m| if kind(m) != m { snake(m) } else { m.clone() })
@@ -252,48 +372,19 @@ pub(crate) fn to_flax(
     heads: impl Fn(&str) -> Option<usize>,
 ) -> Result<(Vec<String>, Array), FlaxError> {
     let (path, layout) = flax_names(key)?;
-    let modules: Vec<&str> = key.split('.').collect();
-    let modules = &modules[..modules.len() - 1];
-    let shape_err = |r: usize| FlaxError::Format {
-        path: key.to_owned(),
-        reason: format!("shape {:?} is not of rank {r}", a.shape),
+    let layout = match layout.heads_needed() {
+        false => layout,
+        true => {
+            let modules: Vec<&str> = key.split('.').collect();
+            let attention = modules[..modules.len().saturating_sub(2)].join(".");
+            let h = heads(&attention).ok_or_else(|| FlaxError::Heads {
+                key: key.to_owned(),
+                module: attention.clone(),
+            })?;
+            layout.with_heads(h)
+        }
     };
-    let split_heads = |hd: usize| -> Result<(usize, usize), FlaxError> {
-        let attention = modules[..modules.len() - 1].join(".");
-        let h = heads(&attention).ok_or_else(|| FlaxError::Heads {
-            key: key.to_owned(),
-            module: attention.clone(),
-        })?;
-        if h == 0 || !hd.is_multiple_of(h) {
-            return Err(FlaxError::Format {
-                path: key.to_owned(),
-                reason: format!("{hd} features do not split into {h} heads"),
-            });
-        }
-        Ok((h, hd / h))
-    };
-    let a = match layout {
-        Layout::Keep => a,
-        Layout::Conv if a.shape.len() == 4 => permute(&a, &[2, 3, 1, 0]),
-        Layout::Transpose if a.shape.len() == 2 => permute(&a, &[1, 0]),
-        Layout::Qkv if a.shape.len() == 2 => {
-            let (h, d) = split_heads(a.shape[0])?;
-            let f = a.shape[1];
-            reshaped(permute(&a, &[1, 0]), vec![f, h, d])
-        }
-        Layout::QkvBias if a.shape.len() == 1 => {
-            let (h, d) = split_heads(a.shape[0])?;
-            reshaped(a, vec![h, d])
-        }
-        Layout::Out if a.shape.len() == 2 => {
-            let (h, d) = split_heads(a.shape[1])?;
-            let o = a.shape[0];
-            reshaped(permute(&a, &[1, 0]), vec![h, d, o])
-        }
-        Layout::Conv => return Err(shape_err(4)),
-        Layout::Transpose | Layout::Qkv | Layout::Out => return Err(shape_err(2)),
-        Layout::QkvBias => return Err(shape_err(1)),
-    };
+    let a = layout.to_flax(a, key)?;
     Ok((path, a))
 }
 

@@ -50,7 +50,11 @@
 //! ```
 
 mod keys;
+mod layout;
 mod msgpack;
+
+pub use keys::Layout;
+pub use layout::{Collection, FlaxKind, FlaxLayout, FlaxLeaf, FlaxLeaves};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -109,6 +113,16 @@ pub enum FlaxError {
         error: StateError,
         /// Its Flax path (`Conv_0/kernel`), as far as it can be told.
         flax: String,
+    },
+    /// The file and the model's structure disagree: every missing, extra
+    /// and mis-shaped tensor (up to [`MAX_LISTED`]), each with flaxen's key
+    /// and Flax's path.
+    #[error("the Flax checkpoint does not fit the model: {} problem(s){}:\n  {}", .total, if *.total > .problems.len() { format!(" (the first {} listed)", .problems.len()) } else { String::new() }, .problems.join("\n  "))]
+    Mismatches {
+        /// One line per problem.
+        problems: Vec<String>,
+        /// How many there are in all.
+        total: usize,
     },
     /// A value does not fit the model's dtype.
     #[error("Flax tensor `{path}`: value {value} does not fit the model's dtype")]
@@ -216,6 +230,32 @@ fn read_leaves(bytes: &[u8]) -> Result<(StateMap<f64>, BTreeMap<String, String>)
     Ok((state, flax_paths))
 }
 
+/// Every array of a Flax checkpoint as it is, keyed by its Flax path
+/// joined with `/` (`params/Conv_0/kernel`, a boxed leaf's
+/// `params/head/kernel/value`), in Flax's layout, widened to f64: what
+/// `flax.traverse_util.flatten_dict(msgpack_restore(bytes), sep="/")`
+/// gives in Python, for looking into a file.
+///
+/// ```
+/// use flaxen_runtime::interop::flax;
+///
+/// let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/flax_interop.msgpack")).unwrap();
+/// let arrays = flax::read_arrays(&bytes).unwrap();
+/// assert_eq!(arrays["params/Conv_0/kernel"].shape, [3, 3, 1, 8]); // HWIO
+/// ```
+pub fn read_arrays(bytes: &[u8]) -> Result<StateMap<f64>, FlaxError> {
+    Ok(msgpack::decode(bytes)?
+        .into_iter()
+        .map(|(path, a)| {
+            let t = HostTensor {
+                shape: a.shape,
+                data: a.data,
+            };
+            (path.join("/"), t)
+        })
+        .collect())
+}
+
 /// Reads a Flax checkpoint into a [`StateMap`] under flaxen's keys and
 /// layouts, converted to `E`: what [`load`] passes to
 /// [`load_module_state`].
@@ -240,16 +280,8 @@ fn convert<E: Dtype>(
     state
         .into_iter()
         .map(|(key, t)| {
-            let data = t
-                .data
-                .iter()
-                .map(|&v| {
-                    E::from_f64(v).ok_or_else(|| FlaxError::Value {
-                        path: flax_paths.get(&key).cloned().unwrap_or_else(|| key.clone()),
-                        value: v,
-                    })
-                })
-                .collect::<Result<Vec<E>, _>>()?;
+            let path = flax_paths.get(&key).cloned().unwrap_or_else(|| key.clone());
+            let data = in_dtype::<E>(&t.data, &path)?;
             Ok((
                 key,
                 HostTensor {
@@ -261,37 +293,168 @@ fn convert<E: Dtype>(
         .collect()
 }
 
-/// Loads the Flax checkpoint `bytes` into `module`: every tensor of the
-/// model must be in the file with its shape, and nothing else; on `Err`
-/// the model is unchanged.
+/// How many problems a [`FlaxError::Mismatches`] lists.
+pub const MAX_LISTED: usize = 32;
+
+/// A Flax file's arrays by collection and path below it: `to_bytes` of the
+/// variables (`params`, `batch_stats` on top) or of the params alone.
+type ByCollection = BTreeMap<(Collection, Vec<String>), Array>;
+
+fn by_collection(leaves: Leaves) -> Result<ByCollection, FlaxError> {
+    let has_collections = leaves
+        .keys()
+        .any(|p| p.first().map(String::as_str) == Some("params"));
+    let mut out = ByCollection::new();
+    for (path, a) in leaves {
+        if !has_collections {
+            out.insert((Collection::Params, path), a);
+            continue;
+        }
+        let c = match path[0].as_str() {
+            "params" => Collection::Params,
+            "batch_stats" => Collection::BatchStats,
+            other => {
+                return Err(FlaxError::Collection {
+                    name: other.to_owned(),
+                })
+            }
+        };
+        out.insert((c, path[1..].to_vec()), a);
+    }
+    Ok(out)
+}
+
+/// `data` in the model's dtype; `path` names the array in messages.
+fn in_dtype<E: Dtype>(data: &[f64], path: &str) -> Result<Vec<E>, FlaxError> {
+    data.iter()
+        .map(|&v| {
+            E::from_f64(v).ok_or_else(|| FlaxError::Value {
+                path: path.to_owned(),
+                value: v,
+            })
+        })
+        .collect()
+}
+
+/// Loads the Flax checkpoint `bytes`, as `flax.serialization.to_bytes`
+/// wrote the variables (or the params alone), into `module`.
+///
+/// The mapping comes from the model's own structure ([`FlaxLayout`]): each
+/// field's Flax path is the name its layer has in Flax (the `name = ".."`
+/// written in the model, else Flax's automatic `Dense_3` or `ResUnit_0`),
+/// and each array's layout follows the layer's kind (HWIO kernels to OIHW,
+/// `(in, out)` to `(out, in)`, attention's `(F, H, D)` kernels flattened,
+/// and the rows of a `Dense` that reads a `flatten` of a `[c, h, w]` map
+/// permuted from Flax's NHWC order). Boxed leaves
+/// (`nn.with_logical_partitioning`, saved as `{"value": ..}`) are unboxed.
+///
+/// Every tensor of the model must be in the file with its shape, and
+/// nothing else: otherwise one [`FlaxError::Mismatches`] lists every
+/// missing, extra and mis-shaped tensor with flaxen's key and Flax's path.
+/// On `Err` the model is unchanged. Values may be float32, float64,
+/// float16 or bfloat16 in the file; they are converted to the model's
+/// dtype. Settings that are not tensors (epsilons, momenta) are the
+/// model's and stay as they are.
 ///
 /// ```
 /// use flaxen_runtime::dfdx::prelude::*;
-/// use flaxen_runtime::interop::flax;
+/// use flaxen_runtime::interop::flax::{self, FlaxKind, FlaxLayout, FlaxLeaves};
 ///
+/// /// A module whose one tensor is Flax's `Embed_0/embedding`.
+/// #[derive(Clone, Debug)]
+/// struct Table(flaxen_runtime::layers::Embed<4, 2, f32, Cpu>);
+/// impl FlaxLayout for Table {
+///     fn flax_leaves(out: &mut FlaxLeaves) {
+///         out.layer("0", "Embed_0", FlaxKind::Embed);
+///     }
+/// }
+/// # impl TensorCollection<f32, Cpu> for Table {
+/// #     type To<E2: Dtype, D2: Device<E2>> = ();
+/// #     fn iter_tensors<V: ModuleVisitor<Self, f32, Cpu>>(v: &mut V) -> Result<Option<()>, V::Err> {
+/// #         v.visit_fields(Self::module("0", |s| &s.0, |s| &mut s.0), |_| ())
+/// #     }
+/// # }
 /// let dev = Cpu::default();
-/// let mut model = dev.build_module::<Linear<2, 3>, f32>();
-/// let err = flax::load(&mut model, b"\x81").unwrap_err(); // truncated
+/// let mut m = Table(dev.build_module::<flaxen_runtime::layers::builder::Embed<4, 2>, f32>());
+/// let err = flax::load(&mut m, b"\x81").unwrap_err(); // truncated
 /// assert!(matches!(err, flax::FlaxError::Msgpack { .. }));
 /// ```
 pub fn load<E, D, M>(module: &mut M, bytes: &[u8]) -> Result<(), FlaxError>
 where
     E: Dtype,
     D: Device<E>,
-    M: TensorCollection<E, D>,
+    M: TensorCollection<E, D> + FlaxLayout,
 {
-    let (state, flax_paths) = read_leaves(bytes)?;
-    let state = convert::<E>(state, &flax_paths)?;
+    let tree = FlaxLeaves::of::<M>();
+    let mut file = by_collection(msgpack::decode(bytes)?)?;
+    let mut model = StateMap::<E>::new();
+    save_module_state(module, "", &mut model);
+    let mut problems = Vec::new();
+    let mut state = StateMap::<E>::new();
+    for leaf in tree.leaves() {
+        let flax = leaf.flax_path();
+        let mut boxed = leaf.path.clone();
+        boxed.push("value".to_owned());
+        let found = file
+            .remove(&(leaf.collection, leaf.path.clone()))
+            .or_else(|| file.remove(&(leaf.collection, boxed)));
+        let Some(a) = found else {
+            problems.push(format!("missing: `{flax}` (flaxen `{}`)", leaf.key));
+            continue;
+        };
+        let flax_shape = a.shape.clone();
+        let a = match leaf.layout.to_flaxen(a, &flax) {
+            Ok(a) => a,
+            Err(e) => {
+                problems.push(format!("{e} (flaxen `{}`)", leaf.key));
+                continue;
+            }
+        };
+        match model.get(&leaf.key) {
+            None => problems.push(format!(
+                "`{flax}` maps to flaxen `{}`, which the model does not have",
+                leaf.key
+            )),
+            Some(t) if t.shape != a.shape => problems.push(format!(
+                "shape: `{flax}` is {flax_shape:?} in the file ({:?} in flaxen's layout), but flaxen `{}` is {:?}",
+                a.shape, leaf.key, t.shape
+            )),
+            Some(_) => {
+                let data = in_dtype::<E>(&a.data, &flax)?;
+                state.insert(leaf.key.clone(), HostTensor { shape: a.shape, data });
+            }
+        }
+    }
+    for ((c, path), a) in &file {
+        problems.push(format!(
+            "extra: `{}/{}` {:?} has no place in the model",
+            c.name(),
+            path.join("/"),
+            a.shape
+        ));
+    }
+    for key in model.keys() {
+        if !tree.leaves().iter().any(|l| &l.key == key) {
+            problems.push(format!("flaxen `{key}` has no Flax path in the model's layout"));
+        }
+    }
+    if !problems.is_empty() {
+        let total = problems.len();
+        problems.truncate(MAX_LISTED);
+        return Err(FlaxError::Mismatches { problems, total });
+    }
     load_module_state(module, "", &state).map_err(|error| {
         let key = match &error {
             StateError::Missing { key }
             | StateError::Shape { key, .. }
-            | StateError::Invalid { key, .. } => key,
+            | StateError::Invalid { key, .. } => key.clone(),
         };
-        let flax = flax_paths
-            .get(key)
-            .cloned()
-            .unwrap_or_else(|| flax_path_of(key));
+        let flax = tree
+            .leaves()
+            .iter()
+            .find(|l| l.key == key)
+            .map(FlaxLeaf::flax_path)
+            .unwrap_or_else(|| "?".to_owned());
         FlaxError::Mismatch { error, flax }
     })
 }
@@ -316,26 +479,21 @@ pub fn flax_path(key: &str) -> Result<String, FlaxError> {
     Ok(format!("{}/{}", keys::collection(leaf), path.join("/")))
 }
 
-/// Flax's path of a flaxen key, for messages (`?` where it has none).
-fn flax_path_of(key: &str) -> String {
-    flax_path(key).unwrap_or_else(|_| "?".to_owned())
-}
-
 /// [`load`] from a file.
 ///
 /// ```no_run
 /// use flaxen_runtime::dfdx::prelude::*;
 /// use flaxen_runtime::interop::flax;
 ///
-/// let dev = Cpu::default();
-/// let mut model = dev.build_module::<Linear<2, 3>, f32>();
-/// flax::load_file(&mut model, "params.msgpack").unwrap();
+/// # fn demo<M: TensorCollection<f32, Cpu> + flax::FlaxLayout>(model: &mut M) {
+/// flax::load_file(model, "params.msgpack").unwrap();
+/// # }
 /// ```
 pub fn load_file<E, D, M>(module: &mut M, path: impl AsRef<Path>) -> Result<(), FlaxError>
 where
     E: Dtype,
     D: Device<E>,
-    M: TensorCollection<E, D>,
+    M: TensorCollection<E, D> + FlaxLayout,
 {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|error| FlaxError::Io {
@@ -362,11 +520,7 @@ pub fn write_state<E: Dtype>(
     state: &StateMap<E>,
     opts: &SaveOptions,
 ) -> Result<Vec<u8>, FlaxError> {
-    let width = if std::mem::size_of::<E>() > 4 {
-        Width::F64
-    } else {
-        Width::F32
-    };
+    let width = width::<E>();
     let mut leaves = Leaves::new();
     for (key, t) in state {
         let data = t
@@ -387,26 +541,61 @@ pub fn write_state<E: Dtype>(
     Ok(msgpack::encode(&leaves, width))
 }
 
-/// [`write_state`] of `module`'s tensors.
+/// `module`'s tensors as the bytes `flax.serialization.to_bytes(variables)`
+/// writes for the same model in Flax (`{"params": .., "batch_stats": ..}`,
+/// no `batch_stats` without a BatchNorm), which
+/// `flax.serialization.from_bytes` reads back: the inverse of [`load`],
+/// with the paths and layouts of the model's [`FlaxLayout`]. Saving writes
+/// float32 (float64 for an f64 model), so a round trip is exact.
 ///
 /// ```
 /// use flaxen_runtime::dfdx::prelude::*;
-/// use flaxen_runtime::interop::flax;
+/// use flaxen_runtime::interop::flax::{self, FlaxKind, FlaxLayout, FlaxLeaves};
 ///
-/// let dev = Cpu::default();
-/// let model = dev.build_module::<(Linear<2, 3>,), f32>();
-/// // dfdx's tuple index `0` is not a Flax module name.
-/// assert!(flax::save(&model, &flax::SaveOptions::new()).is_err());
+/// /// `Linear` saved as Flax's `nn.Dense(3, name="head")`.
+/// struct Head;
+/// impl FlaxLayout for Head {
+///     fn flax_leaves(out: &mut FlaxLeaves) {
+///         out.layer("head", "head", FlaxKind::Dense { bias: true, flattened: None });
+///     }
+/// }
+/// # let _ = FlaxLeaves::of::<Head>();
 /// ```
-pub fn save<E, D, M>(module: &M, opts: &SaveOptions) -> Result<Vec<u8>, FlaxError>
+pub fn save<E, D, M>(module: &M) -> Result<Vec<u8>, FlaxError>
 where
     E: Dtype,
     D: Device<E>,
-    M: TensorCollection<E, D>,
+    M: TensorCollection<E, D> + FlaxLayout,
 {
     let mut state = StateMap::new();
     save_module_state(module, "", &mut state);
-    write_state(&state, opts)
+    let mut leaves = Leaves::new();
+    for leaf in FlaxLeaves::of::<M>().leaves() {
+        let t = state.remove(&leaf.key).ok_or_else(|| FlaxError::Unmapped {
+            path: leaf.key.clone(),
+        })?;
+        let a = Array {
+            shape: t.shape,
+            data: t.data.iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect(),
+        };
+        let a = leaf.layout.to_flax(a, &leaf.key)?;
+        let mut full = vec![leaf.collection.name().to_owned()];
+        full.extend(leaf.path.iter().cloned());
+        leaves.insert(full, a);
+    }
+    if let Some(key) = state.keys().next() {
+        return Err(FlaxError::Unmapped { path: key.clone() });
+    }
+    Ok(msgpack::encode(&leaves, width::<E>()))
+}
+
+/// Float64 for an f64 model, else float32 (what Flax trains in).
+fn width<E: Dtype>() -> Width {
+    if std::mem::size_of::<E>() > 4 {
+        Width::F64
+    } else {
+        Width::F32
+    }
 }
 
 /// [`save`] to a file, atomically.
@@ -415,22 +604,18 @@ where
 /// use flaxen_runtime::dfdx::prelude::*;
 /// use flaxen_runtime::interop::flax;
 ///
-/// # fn demo<M: TensorCollection<f32, Cpu>>(model: &M) {
-/// flax::save_file(model, "params.msgpack", &flax::SaveOptions::new()).unwrap();
+/// # fn demo<M: TensorCollection<f32, Cpu> + flax::FlaxLayout>(model: &M) {
+/// flax::save_file(model, "params.msgpack").unwrap();
 /// # }
 /// ```
-pub fn save_file<E, D, M>(
-    module: &M,
-    path: impl AsRef<Path>,
-    opts: &SaveOptions,
-) -> Result<(), FlaxError>
+pub fn save_file<E, D, M>(module: &M, path: impl AsRef<Path>) -> Result<(), FlaxError>
 where
     E: Dtype,
     D: Device<E>,
-    M: TensorCollection<E, D>,
+    M: TensorCollection<E, D> + FlaxLayout,
 {
     let path = path.as_ref();
-    let bytes = save(module, opts)?;
+    let bytes = save(module)?;
     crate::checkpoint::write_atomic(path, &bytes).map_err(|error| FlaxError::Io {
         path: path.into(),
         error,

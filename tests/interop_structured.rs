@@ -1,0 +1,420 @@
+//! Flax checkpoints mapped from the model's own structure: Flax models
+//! written as Flax users write them (NHWC flatten, explicit names, user
+//! module types, GroupNorm / RMSNorm / ConvTranspose / cross-attention, a
+//! named RNN, a boxed kernel), saved by `flax.serialization.to_bytes` with
+//! every parameter perturbed, loaded into their `#[compact]` ports; outputs
+//! and gradients against Flax's, and saving back against the file.
+//! Fixtures: `tests/python/make_flax_structured.py`.
+//!
+//! Tolerances (f32, `|got - want| <= rel * max(|want|, 1)`): outputs 1e-5,
+//! gradients 1e-4, a save of a loaded file exact.
+
+#[path = "common/fixture.rs"]
+mod fixture;
+
+use fixture::{assert_rel, Arr};
+use flaxen::interop::flax::{self, FlaxError, FlaxLayout, FlaxLeaves};
+use flaxen::dfdx::nn::tensor_collection::{RecursiveWalker, TensorVisitor, ViewTensorMut};
+use flaxen::dfdx::nn::TensorOptions;
+use flaxen::dfdx::tensor::HasErr;
+use flaxen::prelude::*;
+use std::collections::BTreeMap;
+
+#[derive(serde::Deserialize)]
+struct Fixture {
+    #[serde(default)]
+    x: Option<Arr>,
+    #[serde(default)]
+    src: Option<Arr>,
+    #[serde(default)]
+    tgt: Option<Arr>,
+    #[serde(default)]
+    labels: Vec<usize>,
+    #[serde(default)]
+    logits: Option<Arr>,
+    #[serde(default)]
+    out: Option<Arr>,
+    #[serde(default)]
+    w: Option<Arr>,
+    #[serde(default)]
+    grads: BTreeMap<String, Arr>,
+    #[serde(default)]
+    grad_src: Option<Arr>,
+    #[serde(default)]
+    grad_tgt: Option<Arr>,
+    #[serde(default)]
+    dense_0_kernel_grad_rows: Vec<usize>,
+    #[serde(default)]
+    dense_0_kernel_grad: Option<Arr>,
+    paths: Vec<String>,
+    num_params: usize,
+}
+
+fn fixture(json: &str) -> Fixture {
+    serde_json::from_str(json).expect("fixture")
+}
+
+fn f32s(a: &Arr) -> Vec<f32> {
+    a.data.iter().map(|v| *v as f32).collect()
+}
+
+/// The seed CNN, NCHW, as the Flax model (NHWC) reads: its `flatten` feeds
+/// `Dense_0`, whose kernel rows Flax orders (h, w, c).
+pub struct SeedCnn;
+
+#[compact]
+impl SeedCnn {
+    fn forward(x: Input<1, 28, 28>) {
+        let x = Conv(features = 32, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = Conv(features = 64, kernel_size = (3, 3))(x);
+        let x = relu(x);
+        let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
+        let x = flatten(x);
+        let x = Dense(features = 256)(x);
+        let x = relu(x);
+        Dense(features = 10)(x)
+    }
+}
+
+/// Flax's `ResUnit`: layers named `conv1`, `gn1`.
+pub struct ResUnit;
+
+#[compact]
+impl ResUnit {
+    fn forward(x: Input<8, 8, 8>, features: Param<8>) {
+        let y = Conv(features, (3, 3), use_bias = false, name = "conv1")(x);
+        let y = GroupNorm(num_groups = 4, name = "gn1")(y);
+        relu(x + y)
+    }
+}
+
+/// Flax's `Named`: explicitly named layers, a user module auto-named
+/// `ResUnit_0` and one named `block2`, `ConvTranspose_0`, a flatten.
+pub struct Named;
+
+#[compact]
+impl Named {
+    fn forward(x: Input<3, 8, 8>) {
+        let x = Conv(8, (3, 3), name = "stem")(x);
+        let x = ResUnit(8)(x);
+        let x = ResUnit(8, name = "block2")(x);
+        let x = ConvTranspose(4, (2, 2), strides = (2, 2))(x);
+        let x = avg_pool(x, (4, 4), strides = (4, 4));
+        let x = flatten(x);
+        let x = Dense(32, name = "fc")(x);
+        let x = RMSNorm(name = "pre_norm")(x);
+        let x = LayerNorm(name = "encoder_norm")(x);
+        Dense(10, name = "head")(x)
+    }
+}
+
+/// Flax's `CrossBlock` over `(targets, memory)`.
+pub struct CrossBlock;
+
+#[compact]
+impl CrossBlock {
+    fn forward(x: Input<6, 16>, mem: Input<5, 16>) {
+        let h = LayerNorm()(x);
+        let h = MultiHeadDotProductAttention(num_heads = 2)(h, mem);
+        let x = x + h;
+        let h = Dense(32)(LayerNorm()(x));
+        x + Dense(16)(gelu(h))
+    }
+}
+
+/// Flax's `EncDec`: the named RNN's cell is Flax's `LSTMCell_0`.
+pub struct EncDec;
+
+#[compact]
+impl EncDec {
+    fn forward(src: Input<5, 16>, tgt: Input<6, 16>) {
+        let mem = relu(Dense(16)(src));
+        let mem = RNN(LSTMCell(16), name = "encoder")(mem);
+        let y = CrossBlock()(tgt, mem);
+        Dense(3)(y[0])
+    }
+}
+
+/// A user block whose type name holds an acronym.
+#[allow(clippy::upper_case_acronyms)]
+pub struct DecoderLSTMCell;
+
+#[compact]
+impl DecoderLSTMCell {
+    fn forward(x: Input<12>) {
+        tanh(Dense(12)(x))
+    }
+}
+
+#[allow(clippy::upper_case_acronyms)]
+pub struct MLPHead;
+
+#[compact]
+impl MLPHead {
+    fn forward(x: Input<12>) {
+        Dense(4)(x)
+    }
+}
+
+pub struct Top;
+
+#[compact]
+impl Top {
+    fn forward(x: Input<12>) {
+        let x = DecoderLSTMCell()(x);
+        let x = DecoderLSTMCell()(x);
+        MLPHead()(x)
+    }
+}
+
+/// The Flax paths of a model's layout, sorted, with `/value` on the leaves
+/// the file holds boxed.
+fn layout_paths<M: FlaxLayout>(file: &[String]) -> Vec<String> {
+    let mut got: Vec<String> = FlaxLeaves::of::<M>()
+        .leaves()
+        .iter()
+        .map(|l| {
+            let p = l.flax_path();
+            let boxed = format!("{p}/value");
+            if file.contains(&boxed) {
+                boxed
+            } else {
+                p
+            }
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+/// Puts each trainable tensor's gradient in its place.
+struct GradsIntoParams<'a>(&'a Gradients<f32, Cpu>);
+
+impl TensorVisitor<f32, Cpu> for GradsIntoParams<'_> {
+    type Viewer = ViewTensorMut;
+    type Err = <Cpu as HasErr>::Err;
+    type E2 = f32;
+    type D2 = Cpu;
+
+    fn visit<S: Shape>(
+        &mut self,
+        opts: TensorOptions<S, f32, Cpu>,
+        t: &mut Tensor<S, f32, Cpu>,
+    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
+        if opts.do_gradient_update {
+            let g = self.0.get(&*t).as_vec();
+            t.copy_from(&g);
+        }
+        Ok(None)
+    }
+}
+
+/// `grads` of `model`'s tensors, as Flax lays them out: the gradients put
+/// in a copy of the model in place of the parameters, saved by
+/// `flax::save` and read back by Flax path.
+fn flax_grads<M>(model: &M, grads: &Gradients<f32, Cpu>) -> BTreeMap<String, Vec<f32>>
+where
+    M: TensorCollection<f32, Cpu> + FlaxLayout + Clone,
+{
+    let mut copy = model.clone();
+    M::iter_tensors(&mut RecursiveWalker {
+        m: &mut copy,
+        f: &mut GradsIntoParams(grads),
+    })
+    .unwrap();
+    let bytes = flax::save(&copy).unwrap();
+    flax::read_arrays(&bytes)
+        .unwrap()
+        .into_iter()
+        .map(|(k, t)| (k, t.data.iter().map(|v| *v as f32).collect()))
+        .collect()
+}
+
+/// Every Flax gradient in `want` against flaxen's, by Flax path.
+fn assert_grads(got: &BTreeMap<String, Vec<f32>>, want: &BTreeMap<String, Arr>, rel: f64) {
+    for (path, w) in want {
+        let g = got
+            .get(path)
+            .or_else(|| got.get(&format!("{path}/value")))
+            .unwrap_or_else(|| panic!("no flaxen gradient at `{path}`"));
+        assert_rel(&format!("d loss / d {path}"), g, &f32s(w), rel, 1.0);
+    }
+}
+
+/// Saving a model loaded from `bytes` gives the file's arrays bit for bit
+/// (a boxed leaf comes back unboxed, as `from_bytes` into an unboxed
+/// template reads it).
+fn assert_save_is_exact<M>(model: &M, bytes: &[u8])
+where
+    M: TensorCollection<f32, Cpu> + FlaxLayout,
+{
+    let file = flax::read_arrays(bytes).unwrap();
+    let saved = flax::read_arrays(&flax::save(model).unwrap()).unwrap();
+    assert_eq!(file.len(), saved.len());
+    for (path, t) in &file {
+        let back = saved
+            .get(path)
+            .or_else(|| saved.get(path.trim_end_matches("/value")))
+            .unwrap_or_else(|| panic!("`{path}` not saved"));
+        assert_eq!(back.shape, t.shape, "{path}");
+        assert_eq!(back.data, t.data, "{path}");
+    }
+}
+
+#[test]
+fn seed_cnn_flattened_nhwc_gives_flax_logits_and_gradients() {
+    let bytes = include_bytes!("fixtures/flax_seed_nhwc.msgpack");
+    let f = fixture(include_str!("fixtures/flax_seed_nhwc.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<SeedCnn, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<SeedCnnModule<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    let x: Tensor<Rank4<4, 1, 28, 28>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    let logits = model.forward(x.clone());
+    assert_rel("logits", &logits.as_vec(), &f.logits.as_ref().unwrap().data, 1e-5, 1.0);
+    let mut want_class = 0;
+    let mut got_class = 0;
+    for (g, w) in logits
+        .as_vec()
+        .chunks(10)
+        .zip(f.logits.as_ref().unwrap().data.chunks(10))
+    {
+        let argmax = |v: Vec<f64>| (0..10).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
+        got_class += argmax(g.iter().map(|v| *v as f64).collect());
+        want_class += argmax(w.to_vec());
+    }
+    assert_eq!(got_class, want_class);
+
+    // The loss's gradients: every one Flax's, Dense_0's kernel on the
+    // rows the fixture keeps (they pin the flatten order backwards too).
+    let labels: Tensor<Rank1<4>, usize, Cpu> = dev.tensor([f.labels[0], f.labels[1], f.labels[2], f.labels[3]]);
+    let y = model.forward(x.traced(model.alloc_grads()));
+    let loss = softmax_cross_entropy_with_integer_labels(y, labels).mean();
+    let grads = loss.backward();
+    let got = flax_grads(&model, &grads);
+    assert_grads(&got, &f.grads, 1e-4);
+    let rows = &f.dense_0_kernel_grad_rows;
+    let kernel = &got["params/Dense_0/kernel"];
+    let picked: Vec<f32> = rows
+        .iter()
+        .flat_map(|r| kernel[r * 256..(r + 1) * 256].iter().copied())
+        .collect();
+    assert_rel(
+        "d loss / d params/Dense_0/kernel rows",
+        &picked,
+        &f.dense_0_kernel_grad.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
+    assert_save_is_exact(&model, bytes);
+}
+
+#[test]
+fn named_layers_user_blocks_and_boxed_leaves_load_as_flax_wrote_them() {
+    let bytes = include_bytes!("fixtures/flax_named.msgpack");
+    let f = fixture(include_str!("fixtures/flax_named.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<Named, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<NamedModule<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    let x: Tensor<Rank4<3, 3, 8, 8>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    let out = model.forward(x.clone());
+    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+
+    let w: Tensor<Rank2<3, 10>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
+    assert_save_is_exact(&model, bytes);
+}
+
+#[test]
+fn encoder_decoder_gradients_reach_the_encoder_as_in_flax() {
+    let bytes = include_bytes!("fixtures/flax_encdec.msgpack");
+    let f = fixture(include_str!("fixtures/flax_encdec.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<EncDec, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<EncDecModule<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    let src: Tensor<Rank3<2, 5, 16>, f32, Cpu> = dev.tensor(f32s(f.src.as_ref().unwrap()));
+    let tgt: Tensor<Rank3<2, 6, 16>, f32, Cpu> = dev.tensor(f32s(f.tgt.as_ref().unwrap()));
+    let out = model.forward((src.clone(), tgt.clone()));
+    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+
+    // Both inputs traced: the parameters' and the inputs' gradients.
+    let w: Tensor<Rank2<2, 3>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let y = model.forward_mut((src.clone().leaky_traced(), tgt.clone().leaky_traced()));
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
+    assert_rel("d loss / d src", &grads.get(&src).as_vec(), &f.grad_src.as_ref().unwrap().data, 1e-4, 1.0);
+    assert_rel("d loss / d tgt", &grads.get(&tgt).as_vec(), &f.grad_tgt.as_ref().unwrap().data, 1e-4, 1.0);
+    assert_save_is_exact(&model, bytes);
+}
+
+#[test]
+fn user_type_names_are_flax_names_verbatim() {
+    let bytes = include_bytes!("fixtures/flax_user_names.msgpack");
+    let f = fixture(include_str!("fixtures/flax_user_names.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<Top, f32>();
+    assert_eq!(layout_paths::<TopModule<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    let x: Tensor<Rank2<3, 12>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    assert_rel("out", &model.forward(x).as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+    // Saving writes `DecoderLSTMCell_0`, not a re-cased `DecoderLstmCell_0`.
+    assert_save_is_exact(&model, bytes);
+}
+
+#[test]
+fn one_error_lists_every_missing_extra_and_misshaped_tensor() {
+    let dev = Cpu::default();
+    // The seed CNN's file into the named model: nothing fits.
+    let mut model = dev.build_module::<Named, f32>();
+    let before = model.fc.weight.as_vec();
+    let err = flax::load(&mut model, include_bytes!("fixtures/flax_seed_nhwc.msgpack")).unwrap_err();
+    let FlaxError::Mismatches { problems, total } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(*total, 17 + 8, "{err}");
+    let text = err.to_string();
+    for needle in [
+        "missing: `params/stem/kernel` (flaxen `stem.weight`)",
+        "missing: `params/ResUnit_0/gn1/scale` (flaxen `res_unit_0.gn1.scale`)",
+        "missing: `params/head/kernel` (flaxen `head.weight`)",
+        "extra: `params/Conv_1/kernel` [3, 3, 32, 64] has no place in the model",
+    ] {
+        assert!(text.contains(needle), "`{needle}` not in:\n{text}");
+    }
+    assert_eq!(problems.len(), *total);
+    assert_eq!(model.fc.weight.as_vec(), before, "a failed load changed the model");
+
+    // A layer of another size is named with both shapes.
+    let mut narrow = dev.build_module::<SeedNarrow, f32>();
+    let err = flax::load(&mut narrow, include_bytes!("fixtures/flax_seed_nhwc.msgpack")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("the Flax checkpoint does not fit the model: 3 problem(s):\n  "), "{text}");
+    assert!(
+        text.contains("shape: `params/Dense_0/kernel` is [3136, 256] in the file ([256, 3136] in flaxen's layout), but flaxen `dense_0.weight` is [128, 3136]"),
+        "{text}"
+    );
+}
+
+/// The seed CNN with a narrower hidden layer.
+pub struct SeedNarrow;
+
+#[compact]
+impl SeedNarrow {
+    fn forward(x: Input<1, 28, 28>) {
+        let x = relu(Conv(32, (3, 3))(x));
+        let x = avg_pool(x, (2, 2), strides = (2, 2));
+        let x = relu(Conv(64, (3, 3))(x));
+        let x = avg_pool(x, (2, 2), strides = (2, 2));
+        let x = relu(Dense(128)(flatten(x)));
+        Dense(10)(x)
+    }
+}
