@@ -29,7 +29,8 @@ impl Cnn {
     fn forward(x: Input<1, 8, 8>) {
         let x = relu(BatchNorm()(Conv(8, (3, 3))(x)));
         let x = avg_pool(x, (2, 2), strides = (2, 2));
-        let x = relu(Dense(16)(flatten(x)));
+        // The Flax model transposes its map to NCHW before the reshape.
+        let x = relu(Dense(16)(flatten(x, channels_first = true)));
         Dense(10)(x)
     }
 }
@@ -71,7 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     if let Some(out) = args.save {
-        flax::save_file(&model, &out, &flax::SaveOptions::new())?;
+        flax::save_file(&model, &out)?;
         println!("saved {}", out.display());
     }
     Ok(())

@@ -13,10 +13,10 @@
 mod fixture;
 
 use fixture::{assert_rel, Arr};
-use flaxen::interop::flax::{self, FlaxError, FlaxLayout, FlaxLeaves};
 use flaxen::dfdx::nn::tensor_collection::{RecursiveWalker, TensorVisitor, ViewTensorMut};
 use flaxen::dfdx::nn::TensorOptions;
 use flaxen::dfdx::tensor::HasErr;
+use flaxen::interop::flax::{self, FlaxError, FlaxLayout, FlaxLeaves};
 use flaxen::prelude::*;
 use std::collections::BTreeMap;
 
@@ -274,7 +274,13 @@ fn seed_cnn_flattened_nhwc_gives_flax_logits_and_gradients() {
     flax::load(&mut model, bytes).unwrap();
     let x: Tensor<Rank4<4, 1, 28, 28>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
     let logits = model.forward(x.clone());
-    assert_rel("logits", &logits.as_vec(), &f.logits.as_ref().unwrap().data, 1e-5, 1.0);
+    assert_rel(
+        "logits",
+        &logits.as_vec(),
+        &f.logits.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
     let mut want_class = 0;
     let mut got_class = 0;
     for (g, w) in logits
@@ -290,7 +296,8 @@ fn seed_cnn_flattened_nhwc_gives_flax_logits_and_gradients() {
 
     // The loss's gradients: every one Flax's, Dense_0's kernel on the
     // rows the fixture keeps (they pin the flatten order backwards too).
-    let labels: Tensor<Rank1<4>, usize, Cpu> = dev.tensor([f.labels[0], f.labels[1], f.labels[2], f.labels[3]]);
+    let labels: Tensor<Rank1<4>, usize, Cpu> =
+        dev.tensor([f.labels[0], f.labels[1], f.labels[2], f.labels[3]]);
     let y = model.forward(x.traced(model.alloc_grads()));
     let loss = softmax_cross_entropy_with_integer_labels(y, labels).mean();
     let grads = loss.backward();
@@ -323,7 +330,13 @@ fn named_layers_user_blocks_and_boxed_leaves_load_as_flax_wrote_them() {
     flax::load(&mut model, bytes).unwrap();
     let x: Tensor<Rank4<3, 3, 8, 8>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
     let out = model.forward(x.clone());
-    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
 
     let w: Tensor<Rank2<3, 10>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
     let y = model.forward_mut(x.traced(model.alloc_grads()));
@@ -344,15 +357,33 @@ fn encoder_decoder_gradients_reach_the_encoder_as_in_flax() {
     let src: Tensor<Rank3<2, 5, 16>, f32, Cpu> = dev.tensor(f32s(f.src.as_ref().unwrap()));
     let tgt: Tensor<Rank3<2, 6, 16>, f32, Cpu> = dev.tensor(f32s(f.tgt.as_ref().unwrap()));
     let out = model.forward((src.clone(), tgt.clone()));
-    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
 
     // Both inputs traced: the parameters' and the inputs' gradients.
     let w: Tensor<Rank2<2, 3>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
     let y = model.forward_mut((src.clone().leaky_traced(), tgt.clone().leaky_traced()));
     let grads = (y * w).sum().backward();
     assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
-    assert_rel("d loss / d src", &grads.get(&src).as_vec(), &f.grad_src.as_ref().unwrap().data, 1e-4, 1.0);
-    assert_rel("d loss / d tgt", &grads.get(&tgt).as_vec(), &f.grad_tgt.as_ref().unwrap().data, 1e-4, 1.0);
+    assert_rel(
+        "d loss / d src",
+        &grads.get(&src).as_vec(),
+        &f.grad_src.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
+    assert_rel(
+        "d loss / d tgt",
+        &grads.get(&tgt).as_vec(),
+        &f.grad_tgt.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
     assert_save_is_exact(&model, bytes);
 }
 
@@ -365,7 +396,13 @@ fn user_type_names_are_flax_names_verbatim() {
     assert_eq!(layout_paths::<TopModule<f32, Cpu>>(&f.paths), f.paths);
     flax::load(&mut model, bytes).unwrap();
     let x: Tensor<Rank2<3, 12>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
-    assert_rel("out", &model.forward(x).as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+    assert_rel(
+        "out",
+        &model.forward(x).as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
     // Saving writes `DecoderLSTMCell_0`, not a re-cased `DecoderLstmCell_0`.
     assert_save_is_exact(&model, bytes);
 }
@@ -376,7 +413,11 @@ fn one_error_lists_every_missing_extra_and_misshaped_tensor() {
     // The seed CNN's file into the named model: nothing fits.
     let mut model = dev.build_module::<Named, f32>();
     let before = model.fc.weight.as_vec();
-    let err = flax::load(&mut model, include_bytes!("fixtures/flax_seed_nhwc.msgpack")).unwrap_err();
+    let err = flax::load(
+        &mut model,
+        include_bytes!("fixtures/flax_seed_nhwc.msgpack"),
+    )
+    .unwrap_err();
     let FlaxError::Mismatches { problems, total } = &err else {
         panic!("{err}")
     };
@@ -391,13 +432,24 @@ fn one_error_lists_every_missing_extra_and_misshaped_tensor() {
         assert!(text.contains(needle), "`{needle}` not in:\n{text}");
     }
     assert_eq!(problems.len(), *total);
-    assert_eq!(model.fc.weight.as_vec(), before, "a failed load changed the model");
+    assert_eq!(
+        model.fc.weight.as_vec(),
+        before,
+        "a failed load changed the model"
+    );
 
     // A layer of another size is named with both shapes.
     let mut narrow = dev.build_module::<SeedNarrow, f32>();
-    let err = flax::load(&mut narrow, include_bytes!("fixtures/flax_seed_nhwc.msgpack")).unwrap_err();
+    let err = flax::load(
+        &mut narrow,
+        include_bytes!("fixtures/flax_seed_nhwc.msgpack"),
+    )
+    .unwrap_err();
     let text = err.to_string();
-    assert!(text.starts_with("the Flax checkpoint does not fit the model: 3 problem(s):\n  "), "{text}");
+    assert!(
+        text.starts_with("the Flax checkpoint does not fit the model: 3 problem(s):\n  "),
+        "{text}"
+    );
     assert!(
         text.contains("shape: `params/Dense_0/kernel` is [3136, 256] in the file ([256, 3136] in flaxen's layout), but flaxen `dense_0.weight` is [128, 3136]"),
         "{text}"

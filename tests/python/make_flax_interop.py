@@ -9,8 +9,9 @@
 - tests/fixtures/flax_interop_digits.msgpack: the same model trained 300
   SGD steps on the training split of the embedded 8x8 digits (the split of
   `flaxen_runtime::data::digits`, recomputed here), and
-  tests/fixtures/flax_interop_digits.json: the test split's labels and how
-  many of the 297 test digits Flax classifies right with it.
+  tests/fixtures/flax_interop_digits.json: the test split's labels, the
+  class Flax predicts for each test digit, and how many of the 297 it
+  classifies right.
 
     /tmp/venv/bin/python tests/python/make_flax_interop.py
 
@@ -150,7 +151,9 @@ def train_on_digits():
         flax.serialization.to_bytes({"params": params, "batch_stats": stats})
     )
     with open(OUT / "flax_interop_digits.json", "w") as f:
-        json.dump({"test_labels": [int(v) for v in yte], "test_correct": correct}, f)
+        predictions = [int(v) for v in np.argmax(np.asarray(logits), 1)]
+        json.dump({"test_labels": [int(v) for v in yte], "test_correct": correct,
+                   "test_predictions": predictions}, f)
         f.write("\n")
 
 

@@ -13,8 +13,8 @@ mod forward;
 mod stub;
 
 use crate::check::{Kind, Plan};
-use crate::ops::Op;
 use crate::gen::Mode;
+use crate::ops::Op;
 use crate::paths;
 use crate::shape;
 use proc_macro2::TokenStream;

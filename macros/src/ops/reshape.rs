@@ -26,7 +26,9 @@ pub const RESHAPE: Sig = Sig {
 /// reshape), which only the Flax checkpoint mapping reads: the values are
 /// flaxen's (c, h, w) order either way.
 pub fn flatten(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)> {
-    let channels_first = b.or(cx, "channels_first", false, |a| a.boolean("`channels_first`"))?;
+    let channels_first = b.or(cx, "channels_first", false, |a| {
+        a.boolean("`channels_first`")
+    })?;
     let Some(n) = shape::product(site.shape) else {
         cx.error_at(site.call, "this size overflows `usize`");
         return None;

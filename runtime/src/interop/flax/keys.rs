@@ -120,7 +120,10 @@ impl Layout {
 
     /// Whether writing Flax's array needs the number of heads.
     fn heads_needed(self) -> bool {
-        matches!(self, Layout::Qkv { .. } | Layout::QkvBias { .. } | Layout::Out { .. })
+        matches!(
+            self,
+            Layout::Qkv { .. } | Layout::QkvBias { .. } | Layout::Out { .. }
+        )
     }
 
     /// The heads an attention layout needs to write Flax's array (0 for
@@ -168,7 +171,10 @@ impl Layout {
                 }
                 let o = a.shape[1];
                 // (h, w, c, o) -> (o, c, h, w), as a conv kernel is.
-                reshaped(permute(&reshaped(a, vec![h, w, c, o]), &[3, 2, 0, 1]), vec![o, c * h * w])
+                reshaped(
+                    permute(&reshaped(a, vec![h, w, c, o]), &[3, 2, 0, 1]),
+                    vec![o, c * h * w],
+                )
             }
             Layout::Qkv { .. } => {
                 rank(3)?;
@@ -212,7 +218,10 @@ impl Layout {
             Layout::Transpose if a.shape.len() == 2 => permute(&a, &[1, 0]),
             Layout::Flattened { c, h, w } if a.shape.len() == 2 && a.shape[1] == c * h * w => {
                 let o = a.shape[0];
-                reshaped(permute(&reshaped(a, vec![o, c, h, w]), &[2, 3, 1, 0]), vec![h * w * c, o])
+                reshaped(
+                    permute(&reshaped(a, vec![o, c, h, w]), &[2, 3, 1, 0]),
+                    vec![h * w * c, o],
+                )
             }
             Layout::Qkv { .. } if a.shape.len() == 2 => {
                 let (h, d) = split_heads(a.shape[0])?;
@@ -235,7 +244,9 @@ impl Layout {
                     reason: format!("shape {:?} is not [out, {}]", a.shape, c * h * w),
                 })
             }
-            Layout::Transpose | Layout::Qkv { .. } | Layout::Out { .. } => return Err(shape_err(2)),
+            Layout::Transpose | Layout::Qkv { .. } | Layout::Out { .. } => {
+                return Err(shape_err(2))
+            }
             Layout::QkvBias { .. } => return Err(shape_err(1)),
         })
     }
@@ -265,7 +276,10 @@ fn leaves_of(
             ("kernel", "weight", Qkv { heads: 0 }),
             ("bias", "bias", QkvBias { heads: 0 }),
         ],
-        "out" => &[("kernel", "weight", Out { heads: 0 }), ("bias", "bias", Keep)],
+        "out" => &[
+            ("kernel", "weight", Out { heads: 0 }),
+            ("bias", "bias", Keep),
+        ],
         "Embed" => &[("embedding", "embedding", Keep)],
         _ if parent.is_some_and(|p| p.ends_with("Cell")) => DENSE,
         _ => return None,

@@ -123,7 +123,12 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
             Layout::Transpose,
         )];
         if bias {
-            v.push((format!("{name}.bias"), vec![name, "bias"], Params, Layout::Keep));
+            v.push((
+                format!("{name}.bias"),
+                vec![name, "bias"],
+                Params,
+                Layout::Keep,
+            ));
         }
         v
     };
@@ -149,7 +154,12 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
         FlaxKind::BatchNorm => vec![
             p("scale", vec!["scale"], Layout::Keep),
             p("bias", vec!["bias"], Layout::Keep),
-            ("running_mean".into(), vec!["mean"], BatchStats, Layout::Keep),
+            (
+                "running_mean".into(),
+                vec!["mean"],
+                BatchStats,
+                Layout::Keep,
+            ),
             ("running_var".into(), vec!["var"], BatchStats, Layout::Keep),
         ],
         FlaxKind::LayerNorm => vec![
@@ -175,7 +185,11 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
                     Layout::QkvBias { heads },
                 ));
             }
-            v.push(p("out.weight", vec!["out", "kernel"], Layout::Out { heads }));
+            v.push(p(
+                "out.weight",
+                vec!["out", "kernel"],
+                Layout::Out { heads },
+            ));
             v.push(p("out.bias", vec!["out", "bias"], Layout::Keep));
             v
         }
@@ -355,8 +369,14 @@ mod tests {
         assert_eq!(keys::<builder::UnbiasedDense<3, 2>>(), table(unbiased));
         assert_eq!(keys::<builder::BatchNorm<3>>(), table(FlaxKind::BatchNorm));
         assert_eq!(keys::<builder::RmsNorm<3>>(), table(FlaxKind::RmsNorm));
-        assert_eq!(keys::<builder::GroupNorm<4, 2>>(), table(FlaxKind::GroupNorm));
-        assert_eq!(keys::<dfdx::nn::builders::LayerNorm1D<3>>(), table(FlaxKind::LayerNorm));
+        assert_eq!(
+            keys::<builder::GroupNorm<4, 2>>(),
+            table(FlaxKind::GroupNorm)
+        );
+        assert_eq!(
+            keys::<dfdx::nn::builders::LayerNorm1D<3>>(),
+            table(FlaxKind::LayerNorm)
+        );
         assert_eq!(keys::<builder::Embed<5, 3>>(), table(FlaxKind::Embed));
         assert_eq!(
             keys::<builder::MultiHeadAttention<4, 3, 8, 2, 6>>(),
@@ -389,8 +409,14 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("res_unit_0.gn1.scale".into(), "params/ResUnit_0/gn1/scale".into()),
-                ("res_unit_0.gn1.bias".into(), "params/ResUnit_0/gn1/bias".into()),
+                (
+                    "res_unit_0.gn1.scale".into(),
+                    "params/ResUnit_0/gn1/scale".into()
+                ),
+                (
+                    "res_unit_0.gn1.bias".into(),
+                    "params/ResUnit_0/gn1/bias".into()
+                ),
                 ("fc.scale".into(), "params/fc/scale".into()),
             ]
         );

@@ -435,7 +435,9 @@ where
     }
     for key in model.keys() {
         if !tree.leaves().iter().any(|l| &l.key == key) {
-            problems.push(format!("flaxen `{key}` has no Flax path in the model's layout"));
+            problems.push(format!(
+                "flaxen `{key}` has no Flax path in the model's layout"
+            ));
         }
     }
     if !problems.is_empty() {
@@ -576,7 +578,11 @@ where
         })?;
         let a = Array {
             shape: t.shape,
-            data: t.data.iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect(),
+            data: t
+                .data
+                .iter()
+                .map(|v| v.to_f64().unwrap_or(f64::NAN))
+                .collect(),
         };
         let a = leaf.layout.to_flax(a, &leaf.key)?;
         let mut full = vec![leaf.collection.name().to_owned()];
