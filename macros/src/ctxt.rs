@@ -3,6 +3,7 @@
 //! `syn::Error` at the end, so a user sees each independent mistake once.
 
 use quote::ToTokens;
+use std::collections::HashSet;
 use std::fmt::Display;
 use syn::Error;
 
@@ -10,6 +11,9 @@ use syn::Error;
 #[derive(Default)]
 pub struct Ctxt {
     errors: Option<Error>,
+    /// Each recorded error's place and message: a nested model's mistake
+    /// comes back from every instance of it, and is reported once.
+    seen: HashSet<String>,
 }
 
 impl Ctxt {
@@ -18,12 +22,26 @@ impl Ctxt {
         Self::default()
     }
 
-    /// Adds an error.
+    /// Adds the errors of `e` not recorded yet (the same message at the
+    /// same place is one mistake).
     pub fn push(&mut self, e: Error) {
-        match &mut self.errors {
-            Some(a) => a.combine(e),
-            None => self.errors = Some(e),
+        self.push_new(e);
+    }
+
+    /// [`push`](Self::push), telling whether any error of `e` was new.
+    pub fn push_new(&mut self, e: Error) -> bool {
+        let mut new = false;
+        for one in e {
+            if !self.seen.insert(format!("{:?} {one}", one.span())) {
+                continue;
+            }
+            new = true;
+            match &mut self.errors {
+                Some(a) => a.combine(one),
+                None => self.errors = Some(one),
+            }
         }
+        new
     }
 
     /// Adds an error at the tokens `at`.

@@ -203,14 +203,37 @@ pub fn foreign(name: &str) -> Option<(&'static str, Option<&'static str>)> {
             "rematerialisation (`jax.checkpoint`) of a block is `remat(Block(..))(x)`",
             None,
         ),
-        "Bidirectional"
-        | "Einsum"
-        | "InstanceNorm"
-        | "SpectralNorm"
-        | "WeightNorm" => ("flaxen does not have this Flax layer yet", None),
+        "OptimizedLSTMCell" => (
+            "flaxen's `RNN(LSTMCell(features))(x)` computes Flax's `OptimizedLSTMCell` (the same gates; its checkpoint keys are `LSTMCell`'s)",
+            Some("LSTMCell"),
+        ),
+        "Bidirectional" | "Einsum" | "InstanceNorm" | "SpectralNorm" | "WeightNorm"
+        | "ConvLSTMCell" | "MGUCell" => ("flaxen does not have this Flax layer yet", None),
         _ => return None,
     };
     Some(hint)
+}
+
+/// Flax linen's own layers that flaxen does not have: reserved words, so
+/// that a Flax user's `InstanceNorm()(x)` says so instead of looking for a
+/// model of that name. Every other CamelCase name applied as a layer is a
+/// user's `#[compact]` model, never a "did you mean".
+pub fn is_flax_class(name: &str) -> bool {
+    matches!(
+        name,
+        "Sequential"
+            | "DenseGeneral"
+            | "ConvLocal"
+            | "Einsum"
+            | "InstanceNorm"
+            | "SpectralNorm"
+            | "WeightNorm"
+            | "Bidirectional"
+            | "MultiHeadAttention"
+            | "OptimizedLSTMCell"
+            | "ConvLSTMCell"
+            | "MGUCell"
+    )
 }
 
 /// Edit distance (Levenshtein), for suggestions.

@@ -436,7 +436,12 @@ impl Checker<'_> {
         let plan = match super::check_instance(&model, inst, self.sources, self.depth + 1) {
             Ok(p) => p,
             Err(e) => {
-                self.cx.push(e);
+                // A mistake already reported through another instance is
+                // one mistake: no second report, no second "in this
+                // instance".
+                if !self.cx.push_new(e) {
+                    return Val::Poison;
+                }
                 let shapes: Vec<String> = dims.iter().map(|d| crate::shape::show(d)).collect();
                 self.cx.error_at(
                     tokens,

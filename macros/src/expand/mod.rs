@@ -175,8 +175,9 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
             }
         }
 
-        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::BuildOnDevice<D, E> for #name {
-            type Built = #module<E, D>;
+        // Generics that no model name can shadow (a model may be named `E`).
+        impl<__E: #rt::ParamDtype, __D: #dfdx::tensor_ops::Device<__E>> #dfdx::nn::BuildOnDevice<__D, __E> for #name {
+            type Built = #module<__E, __D>;
         }
 
         impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::TensorCollection<E, D> for #module<E, D> {
@@ -203,7 +204,7 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         }
 
         impl #rt::Compact for #name {
-            type Module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> = #module<E, D>;
+            type Module<__E: #dfdx::shapes::Dtype, __D: #dfdx::tensor::Storage<__E>> = #module<__E, __D>;
             #consts
         }
 

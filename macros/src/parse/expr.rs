@@ -452,6 +452,12 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
         }
         _ => {}
     }
+    let camel = last.starts_with(|c: char| c.is_ascii_uppercase());
+    // A user's own model is never shadowed by a guess: only Flax's own
+    // layer names are reserved; rustc reports a model that does not exist.
+    if applied && camel && !symbol::is_flax_class(&last) {
+        return Callee::Nested(path.clone());
+    }
     let kind = if applied { "layer" } else { "op" };
     if let Some((hint, near)) = symbol::foreign(&last) {
         return Callee::Unknown(match near {
@@ -465,9 +471,7 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
             symbol::call_form(s)
         ));
     }
-    let camel = last.starts_with(|c: char| c.is_ascii_uppercase());
     match (applied, camel) {
-        // Another `#[compact]` model; rustc reports a name that is none.
         (true, true) => Callee::Nested(path.clone()),
         (false, true) => Callee::Unknown(format!(
             "`{last}(..)` builds a layer or model; apply it to its input: `{last}(..)(x)`"

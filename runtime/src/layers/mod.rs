@@ -66,7 +66,7 @@ pub use embed::{check_tokens, Embed, TokenOutOfRange};
 pub use flatten::Flatten2D;
 pub use fused::{conv_block, ConvLayer};
 pub use mask::{AttentionMask, CausalMask, CombineMasks};
-pub use norm::{BatchNorm, GroupNorm, RmsNorm};
+pub use norm::{BatchNorm, GroupNorm, InferenceTape, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
 pub use remat::{Remat, TapedTensor};

@@ -347,7 +347,7 @@ mod tests {
             let dev: Cpu = Default::default();
             let m = dev.build_module::<M, f32>();
             let mut s = StateMap::new();
-            save_module_state(&m, "m", &mut s);
+            save_module_state(&m, "m.", &mut s);
             s.into_keys().collect()
         }
         fn table(kind: FlaxKind) -> Vec<String> {

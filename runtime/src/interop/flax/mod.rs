@@ -5,34 +5,38 @@
 //!
 //! # Mapping
 //!
-//! A `#[compact]` model names its layers as Flax does, snake-cased, so the
-//! mapping is by name (the twin of `tests/python/flax_keys.py`):
+//! [`load`] and [`save`] map a model by its own structure: `#[compact]`
+//! implements [`FlaxLayout`] for every model, listing each tensor's flaxen
+//! key, Flax path and [`Layout`] from what the model declares (the
+//! `name = ".."` it gives a layer, else Flax's automatic `Dense_3`, a
+//! nested model's type name verbatim; the layer's kind; the `[c, h, w]`
+//! map a `Dense` reads through a `flatten`). Layouts:
 //!
 //! | Flax | flaxen |
 //! | --- | --- |
-//! | `Conv_0/kernel` (H, W, I, O) | `conv_0.weight` (O, I, H, W) |
+//! | `Conv_0/kernel`, `ConvTranspose_0/kernel` (H, W, I, O) | `conv_0.weight` (O, I, H, W) |
 //! | `Dense_0/kernel` (in, out) | `dense_0.weight` (out, in) |
-//! | `EncoderBlock_1/Dense_0/bias` | `encoder_block_1.dense_0.bias` |
+//! | `Dense_0/kernel` after an NHWC flatten, rows (h, w, c) | `dense_0.weight` (out, c*h*w), columns (c, h, w) |
 //! | `BatchNorm_0/scale`, `bias`; `batch_stats`' `mean`, `var` | `batch_norm_0.scale`, `bias`, `running_mean`, `running_var` |
 //! | `LayerNorm_0/scale`, `bias` | `layer_norm_0.gamma`, `beta` |
+//! | `GroupNorm_0/scale`, `bias`; `RMSNorm_0/scale` | the same names |
 //! | `SelfAttention_0/query/kernel` (F, H, D); `key`, `value` alike | `self_attention_0.query.weight` (H*D, F); biases (H, D) -> (H*D) |
 //! | `SelfAttention_0/out/kernel` (H, D, O) | `self_attention_0.out.weight` (O, H*D) |
 //! | `Embed_0/embedding` | `embed_0.embedding` |
 //! | `LSTMCell_0/ii/kernel` (in, out) (and every gate of `GRUCell`, `SimpleCell`; `RNN` adds no level) | `lstm_cell_0.ii.weight` (out, in) |
+//! | `head/kernel/value` (a boxed leaf) | `head.weight` |
 //!
-//! Loading goes through [`load_module_state`]:
-//! all or nothing, and a missing, extra or mis-shaped tensor is an error
-//! naming it (flaxen's key and Flax's path). Values may be float32,
-//! float64, float16 or bfloat16 in the file; they are converted to the
-//! model's dtype. Saving writes float32 (float64 for an f64 model), so a
-//! round trip is exact.
+//! Loading is all or nothing: a missing, extra or mis-shaped tensor makes
+//! one [`FlaxError::Mismatches`] listing them all, each with flaxen's key
+//! and Flax's path. Values may be float32, float64, float16 or bfloat16 in
+//! the file; they are converted to the model's dtype. Saving writes
+//! float32 (float64 for an f64 model), so a round trip is exact.
 //!
-//! Two things the names do not carry: the number of heads of an attention
-//! layer (flaxen keeps its kernels flattened), given to [`save`] through
-//! [`SaveOptions::num_heads`]; and the order of a flatten: Flax flattens
-//! NHWC feature maps, flaxen NCHW ones, so the Dense layer after a flatten
-//! maps one to one only when the Flax model flattens channels first (as
-//! the fixture's model does).
+//! [`read_state`] and [`write_state`] map a bare [`StateMap`] by name
+//! instead (Flax's automatic names of flaxen's layers only; the heads of
+//! attention layers given through [`SaveOptions::num_heads`]), for files
+//! whose model is not at hand; [`read_arrays`] shows a file as Flax holds
+//! it.
 //!
 //! ```
 //! use flaxen_runtime::dfdx::prelude::*;
@@ -93,7 +97,7 @@ pub enum FlaxError {
     },
     /// A tensor of a layer flaxen cannot map (another kind of module, or
     /// an unknown leaf).
-    #[error("no flaxen mapping for `{path}` (Flax modules: Conv, Dense, BatchNorm, LayerNorm, SelfAttention, Embed, recurrent cells)")]
+    #[error("no flaxen mapping for `{path}` by name (`read_state` and `write_state` know Flax's automatic names of Conv, Dense, BatchNorm, LayerNorm, attention, Embed and the recurrent cells; `load` and `save` map any `#[compact]` model by its structure)")]
     Unmapped {
         /// Flax's path, or flaxen's key when saving.
         path: String,

@@ -14,6 +14,9 @@ use super::FlaxError;
 const EXT_NDARRAY: i8 = 1;
 const EXT_NPSCALAR: i8 = 3;
 const CHUNKED: &str = "__msgpack_chunked_array__";
+/// How deep the msgpack values of a file may nest (maps within maps, and
+/// the array triple inside its ext): far above any model's tree.
+const MAX_DEPTH: usize = 64;
 
 /// One array of the tree, its values widened to f64 (exact for the float
 /// types Flax stores).
@@ -37,8 +40,12 @@ fn corrupt(path: &[String], reason: impl Into<String>) -> FlaxError {
 /// trailing bytes) is an error naming the path.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Leaves, FlaxError> {
     let mut rest = bytes;
-    let value = rmpv::decode::read_value(&mut rest).map_err(|e| FlaxError::Msgpack {
-        reason: format!("{e} (truncated or not a Flax msgpack file?)"),
+    // A Flax tree is a few levels deep; a file nested deeper is refused
+    // before its recursion could exhaust the stack.
+    let value = rmpv::decode::read_value_with_max_depth(&mut rest, MAX_DEPTH).map_err(|e| {
+        FlaxError::Msgpack {
+            reason: format!("{e} (truncated or not a Flax msgpack file?)"),
+        }
     })?;
     if !rest.is_empty() {
         return Err(FlaxError::Msgpack {
@@ -298,6 +305,49 @@ mod tests {
             .contains("8 bytes of float32"));
         let ints = ext(&[2], "int32", vec![0; 8]);
         assert!(decode(&ints).unwrap_err().to_string().contains("int32"));
+    }
+
+    #[test]
+    fn hostile_files_are_errors_with_bounded_memory() {
+        // 100,000 nested one-entry maps: refused at rmpv's depth limit, no
+        // stack overflow.
+        let mut deep = Vec::new();
+        for _ in 0..100_000 {
+            deep.extend_from_slice(&[0x81, 0xa1, b'a']);
+        }
+        deep.push(0xc0);
+        assert!(matches!(decode(&deep), Err(FlaxError::Msgpack { .. })));
+        // Headers claiming 4 GiB of entries / bytes with nothing behind
+        // them: the decoder preallocates a bounded amount and fails on the
+        // missing bytes.
+        for claim in [
+            vec![0xdf, 0xff, 0xff, 0xff, 0xff],       // map32
+            vec![0xdd, 0xff, 0xff, 0xff, 0xff],       // array32
+            vec![0xc6, 0xff, 0xff, 0xff, 0xff, 0x00], // bin32
+            vec![0xc9, 0xff, 0xff, 0xff, 0xff, 0x01], // ext32
+        ] {
+            assert!(
+                matches!(decode(&claim), Err(FlaxError::Msgpack { .. })),
+                "{claim:?}"
+            );
+        }
+        // Forged leaves: a string, an integer, an ext of another type, an
+        // ndarray whose payload is not the triple.
+        let leaf = |v: Value| {
+            let mut out = Vec::new();
+            rmpv::encode::write_value(&mut out, &Value::Map(vec![(Value::from("k"), v)])).unwrap();
+            out
+        };
+        for forged in [
+            leaf(Value::from("a string")),
+            leaf(Value::from(7)),
+            leaf(Value::Ext(42, vec![1, 2, 3])),
+            leaf(Value::Ext(EXT_NDARRAY, vec![0xc0])),
+        ] {
+            let err = decode(&forged).unwrap_err();
+            assert!(matches!(err, FlaxError::Format { .. }), "{err}");
+            assert!(err.to_string().contains("`k`"), "{err}");
+        }
     }
 
     #[test]

@@ -180,8 +180,46 @@ impl<const C: usize, E: Dtype, D: Device<E>> BatchNorm<C, E, D> {
 type Taped<S, E, D> = Tensor<S, E, D, OwnedTape<E, D>>;
 
 /// `Module` (inference) and `ModuleMut` (training) for one input rank.
+/// The tapes `BatchNorm`'s `forward` (inference) takes: none.
+///
+/// `forward` on a taped input would normalise with the running statistics
+/// and never update them, so `Module` for a taped input exists only to
+/// carry this message, through the bound no tape but [`NoneTape`] meets.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::InferenceTape;
+///
+/// fn infers<T: InferenceTape>() {}
+/// infers::<NoneTape>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`BatchNorm` trains through `forward_mut`, not `forward`: `forward` is inference, on an input without a tape",
+    label = "`forward` here gets an input with a gradient tape",
+    note = "train with `model.forward_mut(x.traced(grads))` (batch statistics, running averages updated); infer with `model.forward(x)` on an input without a tape (running statistics)"
+)]
+pub trait InferenceTape {}
+
+impl InferenceTape for NoneTape {}
+
 macro_rules! batch_norm_impls {
     ([$($dims:tt)*], ($($shape:tt)*), $ax:ty) => {
+        impl<$($dims)* const C: usize, E: Dtype, D: Device<E>>
+            Module<Tensor<($($shape)*), E, D, OwnedTape<E, D>>> for BatchNorm<C, E, D>
+        where
+            OwnedTape<E, D>: InferenceTape,
+        {
+            type Output = Tensor<($($shape)*), E, D, OwnedTape<E, D>>;
+            type Error = D::Err;
+
+            fn try_forward(
+                &self,
+                _: Tensor<($($shape)*), E, D, OwnedTape<E, D>>,
+            ) -> Result<Self::Output, D::Err> {
+                unreachable!("no OwnedTape is an InferenceTape")
+            }
+        }
+
         impl<$($dims)* const C: usize, E: Dtype, D: Device<E>>
             Module<Tensor<($($shape)*), E, D, NoneTape>> for BatchNorm<C, E, D>
         {

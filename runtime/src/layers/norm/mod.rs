@@ -13,7 +13,7 @@ mod batch_norm;
 mod group_norm;
 mod rms_norm;
 
-pub use batch_norm::BatchNorm;
+pub use batch_norm::{BatchNorm, InferenceTape};
 pub use group_norm::GroupNorm;
 pub use rms_norm::RmsNorm;
 
