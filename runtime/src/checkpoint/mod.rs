@@ -70,12 +70,14 @@ mod format;
 mod manager;
 mod module;
 mod restore;
+mod safetensors_file;
 
 pub(crate) use atomic::write_atomic;
 pub use element::Element;
 pub use manager::CheckpointManager;
 pub use module::{load_module_state, save_module_state};
 pub use restore::Restore;
+pub use safetensors_file::load_safetensors;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
