@@ -55,8 +55,12 @@ impl Checker<'_> {
             return Val::Poison;
         };
         let (field, inputs) = (*field, inputs.clone());
-        if inputs.len() != 1 {
-            self.cx.error_at(tokens, format!("`remat` recomputes a block from one input tensor, but `{what}` reads several here (its inputs and its mask)\nhelp: call `{what}` without `remat`, or put it in a `#[compact]` block of one input"));
+        if inputs.len() > 4 {
+            self.cx.error_at(tokens, format!("`remat` recomputes a block from at most 4 inputs (masks included), but `{what}` reads {} here\nhelp: call `{what}` without `remat`", inputs.len()));
+            return Val::Poison;
+        }
+        if inputs[1..].iter().any(|&i| self.elem(i) == Elem::Index) {
+            self.cx.error_at(tokens, format!("`remat` recomputes a block from float features and masks, but `{what}` reads token ids after its first input\nhelp: embed the tokens before the block, or call `{what}` without `remat`"));
             return Val::Poison;
         }
         if self.elem(inputs[0]) != Elem::Float {

@@ -69,7 +69,7 @@ pub use mask::{AttentionMask, CausalMask, CombineMasks};
 pub use norm::{BatchNorm, GroupNorm, InferenceTape, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
-pub use remat::{Remat, TapedTensor};
+pub use remat::{Remat, RematInput, RematPart, TapedTensor};
 pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
 

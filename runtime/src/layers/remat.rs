@@ -317,42 +317,273 @@ where
     }
 }
 
+/// What a block under [`Remat`] can be called on with a tape: a float
+/// tensor on an [`OwnedTape`], or a tuple whose first element is one and
+/// whose others are float tensors on a tape or masks (`bool`, no tape), as
+/// a `#[compact]` block of several inputs or attention with a mask takes.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::RematInput;
+///
+/// fn takes<X: RematInput<f32, Cpu>>() {}
+/// takes::<Tensor<Rank2<2, 3>, f32, Cpu, OwnedTape<f32, Cpu>>>();
+/// takes::<(
+///     Tensor<Rank2<2, 3>, f32, Cpu, OwnedTape<f32, Cpu>>,
+///     Tensor<Rank2<2, 4>, f32, Cpu, OwnedTape<f32, Cpu>>,
+///     Tensor<Rank2<3, 4>, bool, Cpu>,
+/// )>();
+/// ```
+pub trait RematInput<E: Dtype, D: Device<E>>: Sized {
+    /// The inputs without their tapes, kept for the recomputation.
+    type Plain: Clone + 'static;
+    /// The inputs without tapes, and every tape merged into one.
+    fn split(self) -> (Self::Plain, OwnedTape<E, D>);
+    /// The inputs again, the first on `tape`, the other float inputs on
+    /// empty tapes (merged into it where their paths meet).
+    fn retrace(plain: &Self::Plain, tape: OwnedTape<E, D>) -> Self;
+    /// Swaps the float inputs' gradient buffers between `a` and `b`.
+    fn swap_grads(
+        plain: &Self::Plain,
+        a: &mut Gradients<E, D>,
+        b: &mut Gradients<E, D>,
+    ) -> Result<(), D::Err>;
+}
+
+/// One input after the first of a block under [`Remat`]: a float tensor on
+/// an [`OwnedTape`] or a mask.
+pub trait RematPart<E: Dtype, D: Device<E>>: Sized {
+    /// The input without its tape.
+    type Plain: Clone + 'static;
+    /// The input without its tape, and the tape if it has one.
+    fn split_part(self) -> (Self::Plain, Option<OwnedTape<E, D>>);
+    /// The input again, on an empty tape if it takes one.
+    fn retrace_part(plain: &Self::Plain) -> Self;
+    /// Swaps its gradient buffer between `a` and `b` (a mask has none).
+    fn swap_part(
+        plain: &Self::Plain,
+        a: &mut Gradients<E, D>,
+        b: &mut Gradients<E, D>,
+    ) -> Result<(), D::Err>;
+    /// The address of its gradient buffer in `g`, allocated if need be
+    /// (`None` for a mask): a block may read one tensor twice (attention's
+    /// `(x, x, mask)`), and its buffer is swapped once.
+    fn grad_addr(plain: &Self::Plain, g: &mut Gradients<E, D>) -> Result<Option<usize>, D::Err>;
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>> RematPart<E, D> for Tensor<S, E, D, OwnedTape<E, D>> {
+    type Plain = Tensor<S, E, D>;
+    fn split_part(self) -> (Self::Plain, Option<OwnedTape<E, D>>) {
+        let (t, tape) = self.split_tape();
+        (t, Some(tape))
+    }
+    fn retrace_part(plain: &Self::Plain) -> Self {
+        plain.clone().put_tape(OwnedTape::default())
+    }
+    fn swap_part(
+        plain: &Self::Plain,
+        a: &mut Gradients<E, D>,
+        b: &mut Gradients<E, D>,
+    ) -> Result<(), D::Err> {
+        std::mem::swap(a.get_or_alloc_mut(plain)?, b.get_or_alloc_mut(plain)?);
+        Ok(())
+    }
+    fn grad_addr(plain: &Self::Plain, g: &mut Gradients<E, D>) -> Result<Option<usize>, D::Err> {
+        Ok(Some(g.get_or_alloc_mut(plain)? as *const _ as usize))
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E> + Storage<bool>> RematPart<E, D> for Tensor<S, bool, D> {
+    type Plain = Self;
+    fn split_part(self) -> (Self, Option<OwnedTape<E, D>>) {
+        (self, None)
+    }
+    fn retrace_part(plain: &Self) -> Self {
+        plain.clone()
+    }
+    fn swap_part(_: &Self, _: &mut Gradients<E, D>, _: &mut Gradients<E, D>) -> Result<(), D::Err> {
+        Ok(())
+    }
+    fn grad_addr(_: &Self, _: &mut Gradients<E, D>) -> Result<Option<usize>, D::Err> {
+        Ok(None)
+    }
+}
+
+impl<S: Shape, E: Dtype, D: Device<E>> RematInput<E, D> for Tensor<S, E, D, OwnedTape<E, D>> {
+    type Plain = Tensor<S, E, D>;
+    fn split(self) -> (Self::Plain, OwnedTape<E, D>) {
+        self.split_tape()
+    }
+    fn retrace(plain: &Self::Plain, tape: OwnedTape<E, D>) -> Self {
+        plain.clone().put_tape(tape)
+    }
+    fn swap_grads(
+        plain: &Self::Plain,
+        a: &mut Gradients<E, D>,
+        b: &mut Gradients<E, D>,
+    ) -> Result<(), D::Err> {
+        <Self as RematPart<E, D>>::swap_part(plain, a, b)
+    }
+}
+
+/// `RematInput` for a tuple of a taped float tensor and `RematPart`s.
+macro_rules! remat_tuple {
+    ($($p:ident $i:tt),+) => {
+        impl<S: Shape, E: Dtype, D: Device<E>, $($p: RematPart<E, D>),+> RematInput<E, D>
+            for (Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+)
+        {
+            type Plain = (Tensor<S, E, D>, $($p::Plain,)+);
+            fn split(self) -> (Self::Plain, OwnedTape<E, D>) {
+                let (x, mut tape) = self.0.split_tape();
+                let plain = (x, $({
+                    let (p, t) = self.$i.split_part();
+                    if let Some(t) = t {
+                        tape = tape.merge(t);
+                    }
+                    p
+                },)+);
+                (plain, tape)
+            }
+            fn retrace(plain: &Self::Plain, tape: OwnedTape<E, D>) -> Self {
+                (plain.0.clone().put_tape(tape), $($p::retrace_part(&plain.$i),)+)
+            }
+            fn swap_grads(
+                plain: &Self::Plain,
+                a: &mut Gradients<E, D>,
+                b: &mut Gradients<E, D>,
+            ) -> Result<(), D::Err> {
+                // Every buffer first (an allocation may move the others),
+                // then each distinct one swapped once.
+                $($p::grad_addr(&plain.$i, a)?;)+
+                let first = a.get_or_alloc_mut(&plain.0)? as *const _ as usize;
+                let mut seen = vec![first];
+                std::mem::swap(a.get_or_alloc_mut(&plain.0)?, b.get_or_alloc_mut(&plain.0)?);
+                $(
+                    if let Some(addr) = $p::grad_addr(&plain.$i, a)? {
+                        if !seen.contains(&addr) {
+                            seen.push(addr);
+                            $p::swap_part(&plain.$i, a, b)?;
+                        }
+                    }
+                )+
+                Ok(())
+            }
+        }
+
+        // Without a tape the block saves nothing: its own calls.
+        impl<S: Shape, E: Dtype, D: Device<E>, M, $($p),+> Module<(Tensor<S, E, D>, $($p,)+)> for Remat<M>
+        where
+            M: Module<(Tensor<S, E, D>, $($p,)+)>,
+        {
+            type Output = M::Output;
+            type Error = M::Error;
+            fn try_forward(&self, x: (Tensor<S, E, D>, $($p,)+)) -> Result<Self::Output, M::Error> {
+                self.inner.try_forward(x)
+            }
+        }
+
+        impl<S: Shape, E: Dtype, D: Device<E>, M, $($p),+> ModuleMut<(Tensor<S, E, D>, $($p,)+)> for Remat<M>
+        where
+            M: ModuleMut<(Tensor<S, E, D>, $($p,)+)>,
+        {
+            type Output = M::Output;
+            type Error = M::Error;
+            fn try_forward_mut(&mut self, x: (Tensor<S, E, D>, $($p,)+)) -> Result<Self::Output, M::Error> {
+                self.inner.try_forward_mut(x)
+            }
+        }
+
+        impl<S: Shape, E: Dtype, D: Device<E>, M, $($p: RematPart<E, D>),+>
+            Module<(Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+)> for Remat<M>
+        where
+            M: Module<(Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+), Error = D::Err>
+                + TensorCollection<E, D>
+                + Clone
+                + 'static,
+            M::Output: TapedTensor<E, D>,
+        {
+            type Output = M::Output;
+            type Error = D::Err;
+            fn try_forward(
+                &self,
+                x: (Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+),
+            ) -> Result<M::Output, D::Err> {
+                let snapshot = self.inner.clone();
+                checkpointed(snapshot, x, |x| self.inner.try_forward(x), |m, x| m.try_forward(x))
+            }
+        }
+
+        impl<S: Shape, E: Dtype, D: Device<E>, M, $($p: RematPart<E, D>),+>
+            ModuleMut<(Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+)> for Remat<M>
+        where
+            M: ModuleMut<(Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+), Error = D::Err>
+                + TensorCollection<E, D>
+                + Clone
+                + 'static,
+            M::Output: TapedTensor<E, D>,
+        {
+            type Output = M::Output;
+            type Error = D::Err;
+            fn try_forward_mut(
+                &mut self,
+                x: (Tensor<S, E, D, OwnedTape<E, D>>, $($p,)+),
+            ) -> Result<M::Output, D::Err> {
+                let snapshot = self.inner.clone();
+                checkpointed(
+                    snapshot,
+                    x,
+                    |x| self.inner.try_forward_mut(x),
+                    |m, x| m.try_forward_mut(x),
+                )
+            }
+        }
+    };
+}
+
+remat_tuple!(P1 1);
+remat_tuple!(P1 1, P2 2);
+remat_tuple!(P1 1, P2 2, P3 3);
+
 /// Runs `first` on `x` with a tape that is dropped when it returns, and
 /// registers on `x`'s tape the op that reruns the block (`again` on
 /// `snapshot`) in the backward pass.
-fn checkpointed<S, E, D, M, Y>(
+fn checkpointed<X, E, D, M, Y>(
     snapshot: M,
-    x: Tensor<S, E, D, OwnedTape<E, D>>,
-    first: impl FnOnce(Tensor<S, E, D, OwnedTape<E, D>>) -> Result<Y, D::Err>,
-    again: impl FnOnce(&mut M, Tensor<S, E, D, OwnedTape<E, D>>) -> Result<Y, D::Err> + 'static,
+    x: X,
+    first: impl FnOnce(X) -> Result<Y, D::Err>,
+    again: impl FnOnce(&mut M, X) -> Result<Y, D::Err> + 'static,
 ) -> Result<Y, D::Err>
 where
-    S: Shape,
+    X: RematInput<E, D>,
     E: Dtype,
     D: Device<E>,
     M: TensorCollection<E, D> + 'static,
     Y: TapedTensor<E, D>,
 {
-    let (x, mut tape) = x.split_tape();
+    let (x, mut tape) = x.split();
     // The block's calls are named under the block that holds this one;
     // the recomputation names its calls the same way.
     let scope = profile::scope();
     // A tape, not none: a block runs as in training (`BatchNorm` on batch
     // statistics), and its backward ops, with the activations they hold,
     // go when this tape does.
-    let (y, activations) = first(x.clone().put_tape(OwnedTape::default()))?.into_parts();
+    let (y, activations) = first(X::retrace(&x, OwnedTape::default()))?.into_parts();
     drop(activations);
     let check = digest(&y);
     let y_ghost = y.ghost();
+    let dev = y.device().clone();
     tape.add_backward_op(move |grads| {
         let mut snapshot = snapshot;
         let dy = grads.get_or_alloc_mut(&y_ghost)?.clone();
-        // The outer accumulators of the input's and the parameters'
+        // The outer accumulators of the inputs' and the parameters'
         // gradients move into the recomputation's gradients and back, so
         // its ops add into them exactly as the plain block's ops would.
         let mut local = Gradients::leaky();
-        exchange(grads, &mut local, &x, &snapshot)?;
-        let again_x = Trace::<E, D>::traced(x.clone(), local);
+        exchange::<X, _, _, _>(grads, &mut local, &x, &snapshot)?;
+        // A tape that records into `local`: the one a traced tensor has.
+        let probe: Tensor<Rank0, E, D> = dev.try_zeros()?;
+        let (_, local_tape) = Trace::<E, D>::traced(probe, local).split_tape();
+        let again_x = X::retrace(&x, local_tape);
         let (y2, mut t2) = profile::reenter(scope, || again(&mut snapshot, again_x))?.into_parts();
         if let (Some(a), Some(b)) = (check, digest(&y2)) {
             assert_eq!(
@@ -369,23 +600,23 @@ where
             *g.get_or_alloc_mut(&y2_ghost)? = dy;
             Ok(())
         });
-        let dev = x.device().clone();
         let seed: Tensor<Rank0, E, D> = dev.try_zeros()?;
         let mut local = seed.put_tape(t2).try_backward()?;
-        exchange(grads, &mut local, &x, &snapshot)
+        exchange::<X, _, _, _>(grads, &mut local, &x, &snapshot)
     });
     Ok(Y::from_parts(y, tape))
 }
 
-/// Swaps the gradient buffers of `x` and of every trainable tensor of `m`
-/// between `a` and `b` (allocating zeros where one has none).
-fn exchange<S: Shape, E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
+/// Swaps the gradient buffers of the float inputs `x` and of every
+/// trainable tensor of `m` between `a` and `b` (allocating zeros where one
+/// has none).
+fn exchange<X: RematInput<E, D>, E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     a: &mut Gradients<E, D>,
     b: &mut Gradients<E, D>,
-    x: &Tensor<S, E, D>,
+    x: &X::Plain,
     m: &M,
 ) -> Result<(), D::Err> {
-    std::mem::swap(a.get_or_alloc_mut(x)?, b.get_or_alloc_mut(x)?);
+    X::swap_grads(x, a, b)?;
     let mut swap = Swap { a, b };
     M::iter_tensors(&mut RecursiveWalker { m, f: &mut swap })?;
     Ok(())
