@@ -22,6 +22,10 @@ pub struct Model {
     pub docs: Vec<syn::Attribute>,
     /// Other items of the impl block, passed through unchanged.
     pub passthrough: Vec<syn::ImplItem>,
+    /// The errors of statements of the body that did not parse; each
+    /// such statement is in `body` as a poisoned `let` (or left out), so
+    /// that the checker still reports independent mistakes after it.
+    pub errors: Option<syn::Error>,
 }
 
 /// `x: Input<1, 28, 28>`, `tokens: Tokens<16>`, `mask: Mask<16, 16>`.
@@ -258,6 +262,9 @@ pub struct Arm {
 
 /// An expression of the model language.
 pub enum Expr {
+    /// An expression that did not parse (its error is in
+    /// [`Model::errors`]): a value nothing more is said about.
+    Poison(TokenStream),
     /// A variable (`x`), or a bare word (`SAME`).
     Var(syn::Ident),
     /// `self.features`: a block parameter, Flax's spelling.
@@ -358,7 +365,8 @@ impl Expr {
     pub fn tokens(&self) -> TokenStream {
         match self {
             Expr::Var(v) => v.to_token_stream(),
-            Expr::SelfField(_, t)
+            Expr::Poison(t)
+            | Expr::SelfField(_, t)
             | Expr::Lit(_, t)
             | Expr::Tuple(_, t)
             | Expr::Unary { tokens: t, .. }

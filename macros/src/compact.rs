@@ -41,6 +41,7 @@ fn run(model: &Model, item: &TokenStream, sources: &Sources) -> TokenStream {
     if let Some(path) = nest::missing(model, sources) {
         return nest::request(&path, item, sources);
     }
+    // The checker reports the errors of lines that did not parse too.
     let body = match check::check(model, sources) {
         Ok(plan) => expand::expand(&plan, &model.docs),
         Err(e) => expand::stub(&model.name, Some(&model.inputs[0].dims), &e),

@@ -56,7 +56,7 @@ fn block(b: &Block, out: &mut Vec<syn::Path>) {
 
 fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
     match e {
-        Expr::Var(_) | Expr::SelfField(..) | Expr::Lit(..) => {}
+        Expr::Var(_) | Expr::SelfField(..) | Expr::Lit(..) | Expr::Poison(_) => {}
         Expr::Tuple(items, _) => items.iter().for_each(|i| expr(i, out)),
         Expr::Unary { input, .. } => expr(input, out),
         Expr::Binary { lhs, rhs, .. } => {

@@ -79,19 +79,20 @@ by this script as it runs.
 
 2. flax_port_actor_critic.{msgpack,json}: `ActorCritic(num_outputs=6)`:
    x.astype(float32) / 255, then `conv1` 8x8 stride 4, relu, `conv2` 4x4
-   stride 2, relu, `conv3` 3x3 stride 1, relu (all with bias, all "SAME":
-   on 84x84 conv1 pads (2, 2) to 21x21, conv2 pads (1, 2) to 11x11, conv3
-   pads (1, 1)), flattened by `x.reshape((x.shape[0], -1))` in NHWC order
-   (no transpose: `hidden`'s kernel rows run over (h, w, c), c fastest,
-   7744 = 11 * 11 * 64 of them), `hidden` Dense(512), relu, then from
-   that same hidden vector `logits` Dense(6) -> log_softmax and `value`
-   Dense(1). Returns (policy_log_probabilities, value). JSON: "x" [2, 4,
-   84, 84] (integers 0..255 as floats), "out_policy" [2, 6], "out_value"
-   [2, 1], "w_policy", "w_value", "loss" = sum(out_policy * w_policy) +
-   sum(out_value * w_value), "grads" (all but `params/hidden/kernel`,
-   3,964,928 values), and of that kernel's gradient the rows
-   "hidden_kernel_grad_rows" (every 243rd, 32 rows of distinct channels) as
-   "hidden_kernel_grad". The msgpack holds the whole model (about 16 MB).
+   stride 2, relu, `conv3` 3x3 stride 1, relu (all with bias, all "SAME"),
+   flattened by `x.reshape((x.shape[0], -1))` in NHWC order (no
+   transpose: `hidden`'s kernel rows run over (h, w, c), c fastest),
+   `hidden` Dense(512), relu, then from that same hidden vector `logits`
+   Dense(6) -> log_softmax and `value` Dense(1). Returns
+   (policy_log_probabilities, value). Frames are FRAME x FRAME (20; the
+   source's Atari frames are 84 x 84, which only grows `hidden`'s kernel:
+   20 keeps every conv's padding, conv1 (2, 2) to 5x5, conv2 (1, 2) to
+   3x3, conv3 (1, 1), and `hidden` has 576 = 3 * 3 * 64 input rows).
+   JSON: "x" [2, 4, 20, 20] (integers 0..255 as floats), "out_policy"
+   [2, 6], "out_value" [2, 1], "w_policy", "w_value", "loss" =
+   sum(out_policy * w_policy) + sum(out_value * w_value), "grads" (all but
+   `params/hidden/kernel`), and of that kernel's gradient the rows
+   "hidden_kernel_grad_rows" (every 19th) as "hidden_kernel_grad".
 
 3. flax_port_mixer.{msgpack,json}: `MlpMixer(patches=Patches(size=(4,
    4)), num_classes=10, num_blocks=2, hidden_dim=16, tokens_mlp_dim=8,
@@ -126,6 +127,13 @@ from flax.traverse_util import flatten_dict, unflatten_dict
 from flax_keys import arr
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
+
+# ActorCritic's frames, FRAME x FRAME x 4 (the source's Atari frames are
+# 84 x 84; the model itself fixes no size). The checkpoint grows with it
+# (hidden's kernel has ceil(FRAME / 8)^2 * 64 rows): 84 makes a 16 MB
+# msgpack; 20 gives the same paddings of every conv (conv1 (2, 2), conv2
+# (1, 2), conv3 (1, 1); maps 5 x 5 then 3 x 3) and a 1.2 MB one.
+FRAME = 20
 
 ModuleDef = Any
 
@@ -408,7 +416,7 @@ def resnet18(out):
 def actor_critic(out):
     rng = np.random.default_rng(20261222)
     model = ActorCritic(num_outputs=6)
-    x = np.round(rng.uniform(0.0, 255.0, (2, 4, 84, 84))).astype(np.float32)
+    x = np.round(rng.uniform(0.0, 255.0, (2, 4, FRAME, FRAME))).astype(np.float32)
     w_policy = normal(rng, (2, 6))
     w_value = normal(rng, (2, 1))
     variables = perturb(model.init(jax.random.PRNGKey(22), nhwc(x)), rng)
@@ -421,13 +429,13 @@ def actor_critic(out):
     (loss, (policy, value)), grads = jax.value_and_grad(loss_fn, has_aux=True)(variables)
     print_paddings("flax_port_actor_critic", [
         ("conv1", 8, 4, "SAME"), ("conv2", 4, 2, "SAME"), ("conv3", 3, 1, "SAME"),
-    ], 84)
+    ], FRAME)
     grads = by_path(grads["params"], "params")
-    # hidden's kernel gradient has 7744 x 512 values; every 243rd of its
-    # (h, w, c) rows (32 rows, 32 distinct channels, positions all over the
-    # 11 x 11 map) keeps the JSON small and still pins the flatten order.
-    full = np.asarray(grads.pop("params/hidden/kernel")["data"], np.float32).reshape(7744, 512)
-    rows = list(range(0, 7744, 243))
+    # hidden's kernel gradient has 576 x 512 values; every 19th of its
+    # (h, w, c) rows (31 rows, as many channels, positions all over the
+    # 3 x 3 map) keeps the JSON small and still pins the flatten order.
+    full = np.asarray(grads.pop("params/hidden/kernel")["data"], np.float32).reshape(-1, 512)
+    rows = list(range(0, full.shape[0], 19))
     save(out, "flax_port_actor_critic", variables, {
         "x": arr(x),
         "out_policy": arr(policy),

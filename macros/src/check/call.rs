@@ -391,7 +391,7 @@ impl Checker<'_> {
             .get(&crate::nest::key(path))
             .map(|src| crate::parse::parse_model(src.clone()))
         {
-            Some(Ok(m)) => m,
+            Some(Ok(m)) if m.errors.is_none() => m,
             // Its own expansion reports what is wrong with it.
             _ => {
                 self.cx

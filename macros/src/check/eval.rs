@@ -176,6 +176,8 @@ impl Checker<'_> {
 
     pub(super) fn expr(&mut self, e: &Expr) -> Val {
         match e {
+            // Its parse error is reported already.
+            Expr::Poison(_) => Val::Poison,
             Expr::Var(v) => match self.lookup(&v.to_string()) {
                 Some(Binding { val, .. }) => val.clone(),
                 None => match v.to_string().as_str() {

@@ -206,6 +206,10 @@ pub fn check_instance(
         sources,
         depth,
     };
+    // Lines that did not parse are reported first; the rest is checked.
+    if let Some(e) = &model.errors {
+        c.cx.push(e.clone());
+    }
     c.bind_params(&inst.args);
     for (k, decl) in model.inputs.iter().enumerate() {
         c.declare(&decl.var, Val::Tensor(k), false);

@@ -36,6 +36,47 @@ pub fn parse_block(block: &syn::Block) -> Result<Block> {
     })
 }
 
+/// Parses the body of `fn forward`, going on past a statement that does
+/// not parse: its error is returned, and a `let` of it binds a poisoned
+/// value (others are left out), so the checker still runs on the rest and
+/// reports independent mistakes, without cascades from the bad line.
+pub fn parse_body(block: &syn::Block) -> (Block, Option<Error>) {
+    let mut cx = Ctxt::new();
+    let mut stmts = Vec::new();
+    let mut value = None;
+    let n = block.stmts.len();
+    for (i, stmt) in block.stmts.iter().enumerate() {
+        let last = i + 1 == n;
+        match parse_stmt(stmt, last) {
+            Ok(Parsed::Stmt(s)) => stmts.push(s),
+            Ok(Parsed::Value(e)) => value = Some(Box::new(e)),
+            Err(e) => {
+                cx.push(e);
+                match stmt {
+                    syn::Stmt::Local(syn::Local {
+                        pat: syn::Pat::Ident(p),
+                        ..
+                    }) => stmts.push(Stmt::Let {
+                        var: p.ident.clone(),
+                        mutable: p.mutability.is_some(),
+                        value: Expr::Poison(stmt.to_token_stream()),
+                    }),
+                    syn::Stmt::Expr(e, None) if last => {
+                        value = Some(Box::new(Expr::Poison(e.to_token_stream())))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let body = Block {
+        stmts,
+        value,
+        close: block.brace_token.span.close(),
+    };
+    (body, cx.check().err())
+}
+
 enum Parsed {
     Stmt(Stmt),
     Value(Expr),

@@ -11,8 +11,6 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Error, Result};
 
-pub use expr::parse_block;
-
 const FORM: &str = "`#[compact]` expects `impl Name { fn forward(x: Input<..>) { .. } }`";
 
 /// Parses the attribute arguments and the impl block.
@@ -96,14 +94,21 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
             format!("{FORM}: `fn forward` is missing"),
         ));
     };
-    let (inputs, params) = parse_signature(&f.sig)?;
+    let (body, errors) = expr::parse_body(&f.block);
+    // A bad signature stops here, with the body's own errors beside it.
+    let (inputs, params) = match parse_signature(&f.sig) {
+        Ok(sig) => sig,
+        Err(mut e) => {
+            e.extend(errors);
+            return Err(e);
+        }
+    };
     let docs = f
         .attrs
         .iter()
         .filter(|a| a.path().is_ident("doc"))
         .cloned()
         .collect();
-    let body = parse_block(&f.block)?;
     Ok(Model {
         name,
         inputs,
@@ -111,6 +116,7 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
         body,
         docs,
         passthrough,
+        errors,
     })
 }
 
