@@ -11,12 +11,12 @@
 
 #[path = "common/fixture.rs"]
 mod fixture;
+#[path = "common/flax_files.rs"]
+mod flax_files;
 
 use fixture::{assert_rel, Arr};
-use flaxen::dfdx::nn::tensor_collection::{RecursiveWalker, TensorVisitor, ViewTensorMut};
-use flaxen::dfdx::nn::TensorOptions;
-use flaxen::dfdx::tensor::HasErr;
-use flaxen::interop::flax::{self, FlaxError, FlaxLayout, FlaxLeaves};
+use flax_files::{assert_grads, assert_save_is_exact, f32s, flax_grads, layout_paths};
+use flaxen::interop::flax::{self, FlaxError};
 use flaxen::prelude::*;
 use std::collections::BTreeMap;
 
@@ -52,10 +52,6 @@ struct Fixture {
 
 fn fixture(json: &str) -> Fixture {
     serde_json::from_str(json).expect("fixture")
-}
-
-fn f32s(a: &Arr) -> Vec<f32> {
-    a.data.iter().map(|v| *v as f32).collect()
 }
 
 /// The seed CNN, NCHW, as the Flax model (NHWC) reads: its `flatten` feeds
@@ -169,100 +165,6 @@ impl Top {
     }
 }
 
-/// The Flax paths of a model's layout, sorted, with `/value` on the leaves
-/// the file holds boxed.
-fn layout_paths<M: FlaxLayout>(file: &[String]) -> Vec<String> {
-    let mut got: Vec<String> = FlaxLeaves::of::<M>()
-        .leaves()
-        .iter()
-        .map(|l| {
-            let p = l.flax_path();
-            let boxed = format!("{p}/value");
-            if file.contains(&boxed) {
-                boxed
-            } else {
-                p
-            }
-        })
-        .collect();
-    got.sort();
-    got
-}
-
-/// Puts each trainable tensor's gradient in its place.
-struct GradsIntoParams<'a>(&'a Gradients<f32, Cpu>);
-
-impl TensorVisitor<f32, Cpu> for GradsIntoParams<'_> {
-    type Viewer = ViewTensorMut;
-    type Err = <Cpu as HasErr>::Err;
-    type E2 = f32;
-    type D2 = Cpu;
-
-    fn visit<S: Shape>(
-        &mut self,
-        opts: TensorOptions<S, f32, Cpu>,
-        t: &mut Tensor<S, f32, Cpu>,
-    ) -> Result<Option<Tensor<S, f32, Cpu>>, Self::Err> {
-        if opts.do_gradient_update {
-            let g = self.0.get(&*t).as_vec();
-            t.copy_from(&g);
-        }
-        Ok(None)
-    }
-}
-
-/// `grads` of `model`'s tensors, as Flax lays them out: the gradients put
-/// in a copy of the model in place of the parameters, saved by
-/// `flax::save` and read back by Flax path.
-fn flax_grads<M>(model: &M, grads: &Gradients<f32, Cpu>) -> BTreeMap<String, Vec<f32>>
-where
-    M: TensorCollection<f32, Cpu> + FlaxLayout + Clone,
-{
-    let mut copy = model.clone();
-    M::iter_tensors(&mut RecursiveWalker {
-        m: &mut copy,
-        f: &mut GradsIntoParams(grads),
-    })
-    .unwrap();
-    let bytes = flax::save(&copy).unwrap();
-    flax::read_arrays(&bytes)
-        .unwrap()
-        .into_iter()
-        .map(|(k, t)| (k, t.data.iter().map(|v| *v as f32).collect()))
-        .collect()
-}
-
-/// Every Flax gradient in `want` against flaxen's, by Flax path.
-fn assert_grads(got: &BTreeMap<String, Vec<f32>>, want: &BTreeMap<String, Arr>, rel: f64) {
-    for (path, w) in want {
-        let g = got
-            .get(path)
-            .or_else(|| got.get(&format!("{path}/value")))
-            .unwrap_or_else(|| panic!("no flaxen gradient at `{path}`"));
-        assert_rel(&format!("d loss / d {path}"), g, &f32s(w), rel, 1.0);
-    }
-}
-
-/// Saving a model loaded from `bytes` gives the file's arrays bit for bit
-/// (a boxed leaf comes back unboxed, as `from_bytes` into an unboxed
-/// template reads it).
-fn assert_save_is_exact<M>(model: &M, bytes: &[u8])
-where
-    M: TensorCollection<f32, Cpu> + FlaxLayout,
-{
-    let file = flax::read_arrays(bytes).unwrap();
-    let saved = flax::read_arrays(&flax::save(model).unwrap()).unwrap();
-    assert_eq!(file.len(), saved.len());
-    for (path, t) in &file {
-        let back = saved
-            .get(path)
-            .or_else(|| saved.get(path.trim_end_matches("/value")))
-            .unwrap_or_else(|| panic!("`{path}` not saved"));
-        assert_eq!(back.shape, t.shape, "{path}");
-        assert_eq!(back.data, t.data, "{path}");
-    }
-}
-
 #[test]
 fn seed_cnn_flattened_nhwc_gives_flax_logits_and_gradients() {
     let bytes = include_bytes!("fixtures/flax_seed_nhwc.msgpack");
@@ -305,7 +207,7 @@ fn seed_cnn_flattened_nhwc_gives_flax_logits_and_gradients() {
     assert_grads(&got, &f.grads, 1e-4);
     let rows = &f.dense_0_kernel_grad_rows;
     let kernel = &got["params/Dense_0/kernel"];
-    let picked: Vec<f32> = rows
+    let picked: Vec<f64> = rows
         .iter()
         .flat_map(|r| kernel[r * 256..(r + 1) * 256].iter().copied())
         .collect();

@@ -61,21 +61,25 @@ by this script as it runs.
    ResNetBlock; 4 filters rather than 8 keeps the JSON's gradients under
    1.5 MB), convs without bias, BatchNorm momentum 0.9, epsilon 1e-5.
    conv_init 7x7 stride 2 padding (3, 3) on both axes, bn_init, relu,
-   max_pool 3x3 stride 2 "SAME" (padding by -inf: (0, 1) from 16 to 8),
+   max_pool 3x3 stride 2 "SAME" (padding by -inf: (0, 1) from 32 to 16),
    eight blocks `ResNetBlock_0` .. `ResNetBlock_7` (widths 4, 4, 8, 8, 16,
    16, 32, 32; the first block of stages 2-4 has stride 2), mean over H and
    W, `Dense_0`. In a block: `Conv_0` 3x3 (with the block's stride),
    `BatchNorm_0`, relu, `Conv_1` 3x3, `BatchNorm_1` (zero-init scale),
    and where the shape changes `conv_proj` 1x1 with the stride and
    `norm_proj` on the residual; relu(residual + y). Every 3x3 conv is
-   "SAME": (1, 1) at stride 1, (0, 1) at stride 2 on these even sizes (8 ->
-   4, 4 -> 2, 2 -> 1); the strided 1x1 projection is "SAME" with zero
+   "SAME": (1, 1) at stride 1, (0, 1) at stride 2 on these even sizes (16
+   -> 8, 8 -> 4, 4 -> 2); the strided 1x1 projection is "SAME" with zero
    padding (it takes the even rows and columns). BatchNorm in training
    mode normalises with the biased batch variance (over N, H, W) and
    updates mean <- 0.9 mean + 0.1 batch_mean, var <- 0.9 var + 0.1
-   batch_var, with that same biased variance (no n / (n - 1)). JSON: "x"
-   [2, 3, 32, 32], "out" [2, 10], "out_train" [2, 10], "w", "loss",
-   "grads", "new_batch_stats".
+   batch_var, with that same biased variance (no n / (n - 1)). Images are
+   64x64, so the last stage's maps are 2x2 (its BatchNorms see 8 values
+   per channel; at 1x1 they would see 2, and float32 rounding of the
+   gradients grows to 1e-3). JSON: "x" [2, 3, 64, 64], "out" [2, 10],
+   "out_train" [2, 10], "w", "loss", "grads", "new_batch_stats", and the
+   float64 run's "out_train_f64", "grads_f64", "new_batch_stats_f64"
+   (`resnet18_f64`).
 
 2. flax_port_actor_critic.{msgpack,json}: `ActorCritic(num_outputs=6)`:
    x.astype(float32) / 255, then `conv1` 8x8 stride 4, relu, `conv2` 4x4
@@ -112,8 +116,16 @@ by this script as it runs.
 
 import dataclasses
 import json
+import os
 import pathlib
+import subprocess
 import sys
+
+# The float64 reference pass (see `resnet18_f64`) runs in a process of its
+# own: `jax_enable_x64` must be set before jax is imported.
+F64 = "--f64-reference"
+if F64 in sys.argv:
+    os.environ["JAX_ENABLE_X64"] = "1"
 from functools import partial
 from typing import Any, Callable, Sequence, Tuple
 
@@ -379,7 +391,7 @@ def print_paddings(title, layers, size):
 def resnet18(out):
     rng = np.random.default_rng(20261221)
     model = ResNet18(num_classes=10, num_filters=4)
-    x = normal(rng, (2, 3, 32, 32))
+    x = normal(rng, (2, 3, 64, 64))
     w = normal(rng, (2, 10))
     variables = perturb(model.init(jax.random.PRNGKey(21), nhwc(x), train=False), rng)
     assert set(variables) == {"params", "batch_stats"}
@@ -398,8 +410,8 @@ def resnet18(out):
         ("conv_init", 7, 2, [3, 3]), ("max_pool", 3, 2, "SAME"),
         ("stage 1 convs", 3, 1, "SAME"),
         ("stage 2 Conv_0", 3, 2, "SAME"), ("stage 3 Conv_0", 3, 2, "SAME"), ("stage 4 Conv_0", 3, 2, "SAME"),
-    ], 32)
-    for size in (8, 4, 2):
+    ], 64)
+    for size in (16, 8, 4):
         o, pad = same_padding(size, 1, 2)
         print(f"  conv_proj 1x1 stride 2 SAME: {size} -> {o}, padding {pad}")
     save(out, "flax_port_resnet18", variables, {
@@ -475,12 +487,55 @@ def mixer(out):
     })
 
 
+def resnet18_f64(out):
+    """Adds to flax_port_resnet18.json the training call of the same model
+    in float64, on the float32 checkpoint's values widened: "out_train_f64",
+    "grads_f64", "new_batch_stats_f64". Flax's own float32 gradients of
+    this model carry rounding errors up to 3e-3 relative in the first
+    blocks (the last stage's BatchNorms normalise over 2 values each, which
+    amplifies them), so the float64 run is the reference gradients are held
+    to."""
+    model = ResNet18(num_classes=10, num_filters=4)
+    path = out / "flax_port_resnet18.json"
+    fields = json.loads(path.read_text())
+    blob = (out / "flax_port_resnet18.msgpack").read_bytes()
+    variables = jax.tree_util.tree_map(
+        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
+    )
+
+    def array(a):
+        return np.asarray(a["data"], np.float64).reshape(a["shape"])
+
+    x, w = array(fields["x"]), array(fields["w"])
+
+    def loss_fn(params):
+        y, updates = model.apply(
+            {"params": params, "batch_stats": variables["batch_stats"]},
+            nhwc(x), train=True, mutable=["batch_stats"],
+        )
+        return jnp.sum(y * w), (y, updates["batch_stats"])
+
+    (_, (y_train, new_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(variables["params"])
+    assert y_train.dtype == jnp.float64
+    fields["out_train_f64"] = arr(y_train)
+    fields["grads_f64"] = by_path(grads, "params")
+    fields["new_batch_stats_f64"] = by_path(new_stats, "batch_stats")
+    with open(path, "w") as f:
+        json.dump(fields, f, separators=(",", ":"))
+        f.write("\n")
+
+
 def main():
-    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES
+    args = [a for a in sys.argv[1:] if a != F64]
+    out = pathlib.Path(args[0]) if args else FIXTURES
     out.mkdir(parents=True, exist_ok=True)
+    if F64 in sys.argv:
+        resnet18_f64(out)
+        return
     resnet18(out)
     actor_critic(out)
     mixer(out)
+    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":

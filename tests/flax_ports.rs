@@ -1,0 +1,417 @@
+//! Real Flax models ported to `#[compact]` as a Flax user writes them, held
+//! to their Flax twins (`tests/python/make_flax_ports.py`, which writes each
+//! as its public source defines it, perturbs every parameter and saves it
+//! with `flax.serialization.to_bytes`):
+//!
+//! - google/flax `examples/imagenet/models.py`: `ResNet18` (num_filters 4);
+//! - google/flax `examples/ppo/models.py`: `ActorCritic`;
+//! - google-research/vision_transformer `vit_jax/models_mixer.py`:
+//!   `MlpMixer` (a small configuration).
+//!
+//! Each: the checkpoint loads as Flax wrote it, parameter counts and paths
+//! are Flax's, outputs agree within 1e-5 (relative to `max(|x|, 1)`, f32),
+//! a training step's gradients within 1e-4 (and ResNet's updated BatchNorm
+//! statistics within 1e-5), and saving gives the file back bit for bit.
+//!
+//! Workarounds until the language has the construct (documented at each):
+//! `ActorCritic` returns its two outputs concatenated; `2**i` is a
+//! `match`; `head`'s `kernel_init=zeros` is left out (the loaded weights
+//! replace it anyway).
+
+#[path = "common/fixture.rs"]
+mod fixture;
+#[path = "common/flax_files.rs"]
+mod flax_files;
+
+use fixture::{assert_rel, Arr};
+use flax_files::{assert_grads, assert_save_is_exact, f32s, flax_grads, layout_paths};
+use flaxen::interop::flax;
+use flaxen::prelude::*;
+use flaxen::runtime::checkpoint::save_module_state;
+use std::collections::BTreeMap;
+
+#[derive(serde::Deserialize)]
+struct Fixture {
+    x: Arr,
+    #[serde(default)]
+    out: Option<Arr>,
+    #[serde(default)]
+    out_train: Option<Arr>,
+    #[serde(default)]
+    w: Option<Arr>,
+    #[serde(default)]
+    out_policy: Option<Arr>,
+    #[serde(default)]
+    out_value: Option<Arr>,
+    #[serde(default)]
+    w_policy: Option<Arr>,
+    #[serde(default)]
+    w_value: Option<Arr>,
+    grads: BTreeMap<String, Arr>,
+    #[serde(default)]
+    new_batch_stats: BTreeMap<String, Arr>,
+    #[serde(default)]
+    out_train_f64: Option<Arr>,
+    #[serde(default)]
+    grads_f64: BTreeMap<String, Arr>,
+    #[serde(default)]
+    new_batch_stats_f64: BTreeMap<String, Arr>,
+    #[serde(default)]
+    hidden_kernel_grad_rows: Vec<usize>,
+    #[serde(default)]
+    hidden_kernel_grad: Option<Arr>,
+    paths: Vec<String>,
+    num_params: usize,
+}
+
+fn fixture(json: &str) -> Fixture {
+    serde_json::from_str(json).expect("fixture")
+}
+
+// ---------------------------------------------------------------- ResNet18
+
+/// Flax's `ResNetBlock`, with `conv` = `Conv(.., use_bias = false)`,
+/// `norm` = `BatchNorm(momentum = 0.9, epsilon = 1e-5)` and `act` = `relu`
+/// as `ResNet` passes them.
+pub struct ResNetBlock;
+
+#[compact]
+impl ResNetBlock {
+    fn forward(x: Input<4, 8, 8>, filters: Param<4>, strides: Param<1>) {
+        let residual = x;
+        let y = Conv(
+            filters,
+            (3, 3),
+            strides = (strides, strides),
+            use_bias = false,
+        )(x);
+        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5)(y);
+        let y = relu(y);
+        let y = Conv(filters, (3, 3), use_bias = false)(y);
+        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5)(y);
+        // `if residual.shape != y.shape`
+        let residual = if strides != 1 || residual.shape[-3] != filters {
+            let r = Conv(
+                filters,
+                (1, 1),
+                strides = (strides, strides),
+                use_bias = false,
+                name = "conv_proj",
+            )(residual);
+            BatchNorm(momentum = 0.9, epsilon = 1e-5, name = "norm_proj")(r)
+        } else {
+            residual
+        };
+        relu(residual + y)
+    }
+}
+
+/// `ResNet18 = partial(ResNet, stage_sizes=[2, 2, 2, 2],
+/// block_cls=ResNetBlock)` with `num_classes=10, num_filters=4`.
+pub struct ResNet18;
+
+#[compact]
+impl ResNet18 {
+    fn forward(x: Input<3, 64, 64>, num_filters: Param<4>, num_classes: Param<10>) {
+        let x = Conv(
+            num_filters,
+            (7, 7),
+            strides = (2, 2),
+            padding = (3, 3),
+            use_bias = false,
+            name = "conv_init",
+        )(x);
+        let x = BatchNorm(momentum = 0.9, epsilon = 1e-5, name = "bn_init")(x);
+        let x = relu(x);
+        let mut x = max_pool(x, (3, 3), strides = (2, 2), padding = SAME);
+        for i in 0..4 {
+            for j in 0..2 {
+                let strides = if i > 0 && j == 0 { 2 } else { 1 };
+                // `self.num_filters * 2**i`
+                let scale = match i {
+                    0 => 1,
+                    1 => 2,
+                    2 => 4,
+                    _ => 8,
+                };
+                x = ResNetBlock(num_filters * scale, strides = strides)(x);
+            }
+        }
+        let x = mean(x, axis = (-2, -1));
+        Dense(num_classes)(x)
+    }
+}
+
+/// Each statistic of `new` (Flax's batch_stats after a training call, by
+/// Flax path) against the model's, read back through `flax::save`.
+fn assert_batch_stats<E: Dtype, M>(model: &M, new: &BTreeMap<String, Arr>, rel: f64)
+where
+    Cpu: Device<E>,
+    M: TensorCollection<E, Cpu> + flax::FlaxLayout,
+{
+    let saved = flax::read_arrays(&flax::save(model).unwrap()).unwrap();
+    assert!(!new.is_empty());
+    for (path, want) in new {
+        assert_rel(
+            &format!("{path} after a training call"),
+            &saved[path].data,
+            &want.data,
+            rel,
+            1.0,
+        );
+    }
+}
+
+#[test]
+fn imagenet_resnet18_loads_infers_and_trains_as_in_flax() {
+    let bytes = include_bytes!("fixtures/flax_port_resnet18.msgpack");
+    let f = fixture(include_str!("fixtures/flax_port_resnet18.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<ResNet18, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<ResNet18Module<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    assert_save_is_exact(&model, bytes);
+
+    let x: Tensor<Rank4<2, 3, 64, 64>, f32, Cpu> = dev.tensor(f32s(&f.x));
+    let out = model.forward(x.clone());
+    assert_rel(
+        "inference",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+
+    // A training step: batch statistics, the gradients, the running
+    // averages after it, and an optimizer update. Flax's own float32
+    // gradients of this model are off by up to 3e-3 in the first blocks
+    // (the last stage's BatchNorms normalise 2 values each, which amplifies
+    // rounding); the reference is Flax in float64 on the same checkpoint,
+    // which flaxen's f32 run meets within 1e-4 (and its f64 run within
+    // 1e-9, below).
+    let w: Tensor<Rank2<2, 10>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    assert_rel(
+        "training output",
+        &y.as_vec(),
+        &f.out_train.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads_f64, 1e-4);
+    assert_batch_stats(&model, &f.new_batch_stats, 1e-5);
+    let mut opt = flaxen::dfdx::optim::Sgd::new(&model, Default::default());
+    flaxen::dfdx::optim::Optimizer::update(&mut opt, &mut model, &grads).unwrap();
+}
+
+#[test]
+fn imagenet_resnet18_in_f64_matches_flax_in_f64() {
+    let bytes = include_bytes!("fixtures/flax_port_resnet18.msgpack");
+    let f = fixture(include_str!("fixtures/flax_port_resnet18.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<ResNet18, f64>();
+    flax::load(&mut model, bytes).unwrap();
+    let x: Tensor<Rank4<2, 3, 64, 64>, f64, Cpu> = dev.tensor(f.x.data.clone());
+    let w: Tensor<Rank2<2, 10>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    assert_rel(
+        "training output",
+        &y.as_vec(),
+        &f.out_train_f64.as_ref().unwrap().data,
+        1e-9,
+        1.0,
+    );
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads_f64, 1e-9);
+    assert_batch_stats(&model, &f.new_batch_stats_f64, 1e-9);
+}
+
+// ------------------------------------------------------------- ActorCritic
+
+/// Flax's PPO `ActorCritic(num_outputs=6)`. Workaround: Flax returns
+/// `(policy_log_probabilities, value)`; the port returns them
+/// concatenated, `[6 + 1]` per example.
+pub struct ActorCritic;
+
+#[compact]
+impl ActorCritic {
+    fn forward(x: Input<4, 20, 20>, num_outputs: Param<6>) {
+        let x = x / 255.0;
+        let x = Conv(
+            features = 32,
+            kernel_size = (8, 8),
+            strides = (4, 4),
+            name = "conv1",
+        )(x);
+        let x = relu(x);
+        let x = Conv(
+            features = 64,
+            kernel_size = (4, 4),
+            strides = (2, 2),
+            name = "conv2",
+        )(x);
+        let x = relu(x);
+        let x = Conv(
+            features = 64,
+            kernel_size = (3, 3),
+            strides = (1, 1),
+            name = "conv3",
+        )(x);
+        let x = relu(x);
+        let x = flatten(x);
+        let x = Dense(features = 512, name = "hidden")(x);
+        let x = relu(x);
+        let logits = Dense(features = num_outputs, name = "logits")(x);
+        let policy_log_probabilities = log_softmax(logits);
+        let value = Dense(features = 1, name = "value")(x);
+        concatenate((policy_log_probabilities, value), axis = -1)
+    }
+}
+
+#[test]
+fn ppo_actor_critic_loads_and_trains_as_in_flax() {
+    let bytes = include_bytes!("fixtures/flax_port_actor_critic.msgpack");
+    let f = fixture(include_str!("fixtures/flax_port_actor_critic.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<ActorCritic, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(
+        layout_paths::<ActorCriticModule<f32, Cpu>>(&f.paths),
+        f.paths
+    );
+    flax::load(&mut model, bytes).unwrap();
+    assert_save_is_exact(&model, bytes);
+
+    let x: Tensor<Rank4<2, 4, 20, 20>, f32, Cpu> = dev.tensor(f32s(&f.x));
+    let out = model.forward(x.clone()).as_vec();
+    let (policy, value): (Vec<f32>, Vec<f32>) = (
+        out.chunks(7).flat_map(|r| r[..6].to_vec()).collect(),
+        out.chunks(7).map(|r| r[6]).collect(),
+    );
+    assert_rel(
+        "policy",
+        &policy,
+        &f.out_policy.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+    assert_rel(
+        "value",
+        &value,
+        &f.out_value.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+
+    // Flax's loss, sum(policy * w_policy) + sum(value * w_value), as one
+    // weight per concatenated output.
+    let (wp, wv) = (
+        f32s(f.w_policy.as_ref().unwrap()),
+        f32s(f.w_value.as_ref().unwrap()),
+    );
+    let w: Vec<f32> = (0..2)
+        .flat_map(|b| wp[b * 6..(b + 1) * 6].iter().copied().chain([wv[b]]))
+        .collect();
+    let w: Tensor<Rank2<2, 7>, f32, Cpu> = dev.tensor(w);
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    let grads = (y * w).sum().backward();
+    let got = flax_grads(&model, &grads);
+    assert_grads(&got, &f.grads, 1e-4);
+    // `hidden` reads the NHWC flatten: its kernel's gradient rows too.
+    let kernel = &got["params/hidden/kernel"];
+    let rows: Vec<f64> = f
+        .hidden_kernel_grad_rows
+        .iter()
+        .flat_map(|r| kernel[r * 512..(r + 1) * 512].iter().copied())
+        .collect();
+    assert_rel(
+        "d loss / d hidden/kernel rows",
+        &rows,
+        &f.hidden_kernel_grad.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
+}
+
+// ---------------------------------------------------------------- MLP-Mixer
+
+/// vit_jax's `MlpBlock`.
+pub struct MlpBlock;
+
+#[compact]
+impl MlpBlock {
+    fn forward(x: Input<16, 16>, mlp_dim: Param<8>) {
+        let y = Dense(mlp_dim)(x);
+        let y = gelu(y);
+        Dense(x.shape[-1])(y)
+    }
+}
+
+/// vit_jax's `MixerBlock` on `[tokens, channels]`.
+pub struct MixerBlock;
+
+#[compact]
+impl MixerBlock {
+    fn forward(x: Input<16, 16>, tokens_mlp_dim: Param<8>, channels_mlp_dim: Param<32>) {
+        let y = LayerNorm()(x);
+        let y = swapaxes(y, -1, -2);
+        let y = MlpBlock(tokens_mlp_dim, name = "token_mixing")(y);
+        let y = swapaxes(y, -1, -2);
+        let x = x + y;
+        let y = LayerNorm()(x);
+        x + MlpBlock(channels_mlp_dim, name = "channel_mixing")(y)
+    }
+}
+
+/// vit_jax's `MlpMixer(patches=(4, 4), num_classes=10, num_blocks=2,
+/// hidden_dim=16, tokens_mlp_dim=8, channels_mlp_dim=32)`. Workaround:
+/// `head`'s `kernel_init=zeros` is left out (initialisers are not part of
+/// the language yet; a loaded checkpoint replaces the weights anyway).
+pub struct MlpMixer;
+
+#[compact]
+impl MlpMixer {
+    fn forward(inputs: Input<3, 16, 16>, hidden_dim: Param<16>, num_blocks: Param<2>) {
+        let x = Conv(hidden_dim, (4, 4), strides = (4, 4), name = "stem")(inputs);
+        // `einops.rearrange(x, 'n h w c -> n (h w) c')` of NHWC: flaxen's
+        // `[c, h, w]` map as `[h * w, c]`.
+        let mut x = swapaxes(reshape(x, (hidden_dim, -1)), -1, -2);
+        for i in 0..num_blocks {
+            x = MixerBlock(8, 32)(x);
+        }
+        let x = LayerNorm(name = "pre_head_layer_norm")(x);
+        let x = mean(x, axis = -2);
+        Dense(10, name = "head")(x)
+    }
+}
+
+#[test]
+fn mlp_mixer_loads_and_trains_as_in_flax() {
+    let bytes = include_bytes!("fixtures/flax_port_mixer.msgpack");
+    let f = fixture(include_str!("fixtures/flax_port_mixer.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<MlpMixer, f32>();
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<MlpMixerModule<f32, Cpu>>(&f.paths), f.paths);
+    flax::load(&mut model, bytes).unwrap();
+    assert_save_is_exact(&model, bytes);
+
+    let x: Tensor<Rank4<2, 3, 16, 16>, f32, Cpu> = dev.tensor(f32s(&f.x));
+    let out = model.forward(x.clone());
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+    let w: Tensor<Rank2<2, 10>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
+    let mut state = StateMap::new();
+    save_module_state(&model, "", &mut state);
+    assert!(state.contains_key("mixer_block_1.token_mixing.dense_1.weight"));
+}
