@@ -30,7 +30,7 @@ fn tensors_only(tensors: &[(&str, Vec<usize>, Vec<f32>)]) -> Vec<u8> {
         );
     }
     let mut header = serde_json::to_vec(&serde_json::Value::Object(header)).unwrap();
-    while header.len() % 8 != 0 {
+    while !header.len().is_multiple_of(8) {
         header.push(b' ');
     }
     let mut out = (header.len() as u64).to_le_bytes().to_vec();

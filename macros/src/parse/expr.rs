@@ -61,7 +61,9 @@ pub fn parse_body(block: &syn::Block) -> (Block, Option<Error>) {
                         mutable: p.mutability.is_some(),
                         value: Expr::Poison(stmt.to_token_stream()),
                     }),
-                    syn::Stmt::Expr(e, None) if last => {
+                    // The last line was meant as the output (`return y;`
+                    // too): no second error that the output is missing.
+                    syn::Stmt::Expr(e, _) if last => {
                         value = Some(Box::new(Expr::Poison(e.to_token_stream())))
                     }
                     _ => {}
