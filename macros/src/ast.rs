@@ -260,11 +260,21 @@ pub struct Arm {
     pub body: Expr,
 }
 
+/// A part of a `format!` string.
+pub enum Piece {
+    /// Text as written.
+    Text(String),
+    /// A value, written as Rust's `Display` writes it.
+    Value(Expr),
+}
+
 /// An expression of the model language.
 pub enum Expr {
     /// An expression that did not parse (its error is in
     /// [`Model::errors`]): a value nothing more is said about.
     Poison(TokenStream),
+    /// `format!("block_{i}")`: a string built at expansion.
+    Format(Vec<Piece>, TokenStream),
     /// A variable (`x`), or a bare word (`SAME`).
     Var(syn::Ident),
     /// `self.features`: a block parameter, Flax's spelling.
@@ -366,6 +376,7 @@ impl Expr {
         match self {
             Expr::Var(v) => v.to_token_stream(),
             Expr::Poison(t)
+            | Expr::Format(_, t)
             | Expr::SelfField(_, t)
             | Expr::Lit(_, t)
             | Expr::Tuple(_, t)

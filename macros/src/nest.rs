@@ -58,6 +58,11 @@ fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
     match e {
         Expr::Var(_) | Expr::SelfField(..) | Expr::Lit(..) | Expr::Poison(_) => {}
         Expr::Tuple(items, _) => items.iter().for_each(|i| expr(i, out)),
+        Expr::Format(pieces, _) => pieces.iter().for_each(|p| {
+            if let crate::ast::Piece::Value(v) = p {
+                expr(v, out)
+            }
+        }),
         Expr::Unary { input, .. } => expr(input, out),
         Expr::Binary { lhs, rhs, .. } => {
             expr(lhs, out);

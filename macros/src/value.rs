@@ -303,21 +303,23 @@ impl ArgVal {
 
     /// A `name = "..."` value: a snake_case identifier, which becomes the
     /// field name and the checkpoint key prefix.
-    pub fn layer_name(&self) -> Result<String> {
+    /// The name as written (Flax's name of the module, `Transformer`),
+    /// and the field it becomes, snake-cased (`transformer`).
+    pub fn layer_name(&self) -> Result<(String, String)> {
         let Val::Str(v) = &self.val else {
-            return Err(self.err("a layer name is a string, e.g. `name = \"head\"`"));
+            return Err(self.err("a layer name is a string, e.g. `name = \"head\"` or `name = format!(\"block_{i}\")`"));
         };
+        let field = crate::symbol::snake(v);
         let ok = !v.starts_with("__")
             && v.chars()
                 .next()
-                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && v.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            && syn::parse_str::<syn::Ident>(v).is_ok();
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && syn::parse_str::<syn::Ident>(&field).is_ok();
         if ok {
-            Ok(v.clone())
+            Ok((v.clone(), field))
         } else {
-            Err(self.err(format!("`{v}` cannot be a layer name: names are snake_case identifiers such as `head` or `conv_out` (they become field names and checkpoint keys)")))
+            Err(self.err(format!("`{v}` cannot be a layer name: names are identifiers such as `head`, `conv_out` or `Transformer` (the field and checkpoint key is the name snake-cased; Flax's path is the name as written)")))
         }
     }
 }

@@ -162,17 +162,19 @@ impl Checker<'_> {
         given: Option<&ArgVal>,
         call: &TokenStream,
     ) -> Option<(syn::Ident, String)> {
-        let name = match given {
+        let (written, name) = match given {
+            // Its expression's error is reported already.
+            Some(a) if a.val.is_poison() => return None,
             Some(a) => self.cx.take(a.layer_name())?,
             None => {
                 let n = self.counters.entry(base.to_string()).or_insert(0);
                 let name = format!("{base}_{n}");
                 *n += 1;
-                name
+                (String::new(), name)
             }
         };
         let flax = match given {
-            Some(_) if flax_named => name.clone(),
+            Some(_) if flax_named => written,
             _ => {
                 let n = self.flax_counters.entry(class.to_string()).or_insert(0);
                 *n += 1;
@@ -182,7 +184,7 @@ impl Checker<'_> {
         if !self.names.insert(name.clone()) {
             match given {
                 None => self.cx.error_at(call, format!("duplicate name: this layer's automatic name `{name}` is already given to an earlier layer with `name = \"{name}\"`; rename that one")),
-                Some(a) => self.cx.error_at(a, format!("duplicate name: `{name}` is already the name of an earlier layer; every layer with parameters needs its own name (it is the checkpoint key prefix)")),
+                Some(a) => self.cx.error_at(a, format!("duplicate name: `{name}` is already the name of an earlier layer; every layer with parameters needs its own name (it is the checkpoint key prefix; a name computed in a loop needs the loop's index, `format!(\"block_{{i}}\")`)")),
             }
             return None;
         }

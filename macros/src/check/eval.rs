@@ -174,10 +174,37 @@ impl Checker<'_> {
         v
     }
 
+    /// `format!`'s string: each value as Rust's `Display` writes it.
+    fn format(&mut self, pieces: &[crate::ast::Piece], tokens: &proc_macro2::TokenStream) -> Val {
+        let mut out = String::new();
+        for p in pieces {
+            let e = match p {
+                crate::ast::Piece::Text(t) => {
+                    out.push_str(t);
+                    continue;
+                }
+                crate::ast::Piece::Value(e) => e,
+            };
+            match self.expr(e) {
+                Val::Int(n) => out.push_str(&n.to_string()),
+                Val::Float(f) => out.push_str(&f.to_string()),
+                Val::Bool(b) => out.push_str(&b.to_string()),
+                Val::Str(s) | Val::Word(s) => out.push_str(&s),
+                Val::Poison => return Val::Poison,
+                other => {
+                    self.cx.error_at(tokens, format!("`format!` writes numbers, booleans and strings known when the macro expands, not {}", other.kind()));
+                    return Val::Poison;
+                }
+            }
+        }
+        Val::Str(out)
+    }
+
     pub(super) fn expr(&mut self, e: &Expr) -> Val {
         match e {
             // Its parse error is reported already.
             Expr::Poison(_) => Val::Poison,
+            Expr::Format(pieces, tokens) => self.format(pieces, tokens),
             Expr::Var(v) => match self.lookup(&v.to_string()) {
                 Some(Binding { val, .. }) => val.clone(),
                 None => match v.to_string().as_str() {

@@ -301,6 +301,7 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
         syn::Expr::Match(m) => parse_match(m),
         syn::Expr::Block(b) if b.label.is_none() => Ok(Expr::Block(parse_block(&b.block)?, tokens())),
         syn::Expr::Return(r) => Err(Error::new_spanned(r, "`return` is not part of the model language: end `fn forward` with its output expression, without `;` (e.g. `Dense(10)(x)`)")),
+        syn::Expr::Macro(m) if m.mac.path.is_ident("format") => super::format::parse(m),
         syn::Expr::Assign(a) => Err(Error::new_spanned(a, "an assignment is a statement: `x = Dense(10)(x);`; in a call, a keyword argument is written `name = value`")),
         syn::Expr::Range(r) => Err(Error::new_spanned(r, "a range is only the bounds of a `for` loop")),
         _ => Err(Error::new_spanned(e, format!("`#[compact]` does not understand this expression; {EXPR_HELP}"))),

@@ -4,6 +4,7 @@
 //! write; shapes, argument values and names are the checker's.
 
 mod expr;
+mod format;
 mod transform;
 
 use crate::ast::{Elem, InputDecl, Model, ParamDecl};
