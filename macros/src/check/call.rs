@@ -181,10 +181,16 @@ impl Checker<'_> {
                 format!("{class}_{}", *n - 1)
             }
         };
-        if !self.names.insert(name.clone()) {
+        let at = given.map(|a| format!("{:?}", a.span()));
+        if let Some(first) = self.names.insert(name.clone(), at.clone()) {
+            // The same `name = ".."` met again: a loop's.
+            let hint = match first == at {
+                true => "; a name written in a loop needs the loop's index, `format!(\"block_{i}\")`",
+                false => "",
+            };
             match given {
                 None => self.cx.error_at(call, format!("duplicate name: this layer's automatic name `{name}` is already given to an earlier layer with `name = \"{name}\"`; rename that one")),
-                Some(a) => self.cx.error_at(a, format!("duplicate name: `{name}` is already the name of an earlier layer; every layer with parameters needs its own name (it is the checkpoint key prefix; a name computed in a loop needs the loop's index, `format!(\"block_{{i}}\")`)")),
+                Some(a) => self.cx.error_at(a, format!("duplicate name: `{name}` is already the name of an earlier layer; every layer with parameters needs its own name (it is the checkpoint key prefix){hint}")),
             }
             return None;
         }

@@ -156,7 +156,9 @@ struct Checker<'a> {
     /// The next index of Flax's automatic names per class (`Dense` → 2),
     /// which count apart from flaxen's where two classes snake-case alike.
     flax_counters: HashMap<String, usize>,
-    names: BTreeSet<String>,
+    /// The field names given so far, with where an explicit one was
+    /// written (a name met twice at one place is a loop's).
+    names: HashMap<String, Option<String>>,
     model: &'a Model,
     /// The model's type name (instance types are named after it).
     outer: syn::Ident,
@@ -200,7 +202,7 @@ pub fn check_instance(
         params: HashMap::new(),
         counters: HashMap::new(),
         flax_counters: HashMap::new(),
-        names: BTreeSet::new(),
+        names: HashMap::new(),
         model,
         outer: inst.name.clone(),
         sources,
