@@ -11,6 +11,86 @@ use flaxen::interop::flax::{self, FlaxLayout, FlaxLeaves};
 use flaxen::prelude::*;
 use std::collections::BTreeMap;
 
+/// A fixture of `make_flax_structured.py` or `make_flax_ports.py`: every
+/// field a generator may write (absent ones are empty).
+#[derive(serde::Deserialize)]
+pub struct FlaxFixture {
+    #[serde(default)]
+    pub x: Option<Arr>,
+    #[serde(default)]
+    pub src: Option<Arr>,
+    #[serde(default)]
+    pub tgt: Option<Arr>,
+    #[serde(default)]
+    pub labels: Vec<usize>,
+    #[serde(default)]
+    pub logits: Option<Arr>,
+    #[serde(default)]
+    pub out: Option<Arr>,
+    #[serde(default)]
+    pub out_train: Option<Arr>,
+    #[serde(default)]
+    pub out_train_f64: Option<Arr>,
+    #[serde(default)]
+    pub out_policy: Option<Arr>,
+    #[serde(default)]
+    pub out_value: Option<Arr>,
+    #[serde(default)]
+    pub w: Option<Arr>,
+    #[serde(default)]
+    pub w_policy: Option<Arr>,
+    #[serde(default)]
+    pub w_value: Option<Arr>,
+    #[serde(default)]
+    pub grads: BTreeMap<String, Arr>,
+    #[serde(default)]
+    pub grads_f64: BTreeMap<String, Arr>,
+    #[serde(default)]
+    pub grad_src: Option<Arr>,
+    #[serde(default)]
+    pub grad_tgt: Option<Arr>,
+    #[serde(default)]
+    pub new_batch_stats: BTreeMap<String, Arr>,
+    #[serde(default)]
+    pub new_batch_stats_f64: BTreeMap<String, Arr>,
+    /// A large kernel's gradient, on some of its rows only.
+    #[serde(
+        default,
+        alias = "dense_0_kernel_grad_rows",
+        alias = "hidden_kernel_grad_rows"
+    )]
+    pub kernel_grad_rows: Vec<usize>,
+    #[serde(default, alias = "dense_0_kernel_grad", alias = "hidden_kernel_grad")]
+    pub kernel_grad: Option<Arr>,
+    pub paths: Vec<String>,
+    pub num_params: usize,
+}
+
+/// Reads a fixture.
+pub fn fixture(json: &str) -> FlaxFixture {
+    serde_json::from_str(json).expect("fixture")
+}
+
+/// Loads `bytes`, as Flax's `to_bytes` wrote them, into `model`, after
+/// checking that the model has the file's parameter count and Flax paths;
+/// then checks that saving gives the file back bit for bit.
+pub fn load_as_flax_wrote_it<M>(model: &mut M, bytes: &[u8], f: &FlaxFixture)
+where
+    M: TensorCollection<f32, Cpu> + FlaxLayout,
+{
+    assert_eq!(model.num_trainable_params(), f.num_params);
+    assert_eq!(layout_paths::<M>(&f.paths), f.paths);
+    flax::load(model, bytes).unwrap();
+    assert_save_is_exact(model, bytes);
+}
+
+/// Rows `rows` of a `[_, width]` row-major matrix, one after another.
+pub fn rows_of(matrix: &[f64], width: usize, rows: &[usize]) -> Vec<f64> {
+    rows.iter()
+        .flat_map(|r| matrix[r * width..(r + 1) * width].iter().copied())
+        .collect()
+}
+
 /// A fixture array's values as f32.
 pub fn f32s(a: &Arr) -> Vec<f32> {
     a.data.iter().map(|v| *v as f32).collect()

@@ -185,7 +185,9 @@ impl Checker<'_> {
         if let Some(first) = self.names.insert(name.clone(), at.clone()) {
             // The same `name = ".."` met again: a loop's.
             let hint = match first == at {
-                true => "; a name written in a loop needs the loop's index, `format!(\"block_{i}\")`",
+                true => {
+                    "; a name written in a loop needs the loop's index, `format!(\"block_{i}\")`"
+                }
                 false => "",
             };
             match given {

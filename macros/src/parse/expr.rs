@@ -16,24 +16,10 @@ const PREFIXES: &[&str] = &[
 
 /// Parses a block; every malformed statement is reported.
 pub fn parse_block(block: &syn::Block) -> Result<Block> {
-    let mut cx = Ctxt::new();
-    let mut stmts = Vec::new();
-    let mut value = None;
-    let n = block.stmts.len();
-    for (i, stmt) in block.stmts.iter().enumerate() {
-        let last = i + 1 == n;
-        match parse_stmt(stmt, last) {
-            Ok(Parsed::Stmt(s)) => stmts.push(s),
-            Ok(Parsed::Value(e)) => value = Some(Box::new(e)),
-            Err(e) => cx.push(e),
-        }
+    match parse_body(block) {
+        (body, None) => Ok(body),
+        (_, Some(e)) => Err(e),
     }
-    cx.check()?;
-    Ok(Block {
-        stmts,
-        value,
-        close: block.brace_token.span.close(),
-    })
 }
 
 /// Parses the body of `fn forward`, going on past a statement that does
