@@ -92,6 +92,28 @@ vocabulary! {
         HardSilu => "hard_silu",
         /// `hard_swish(x)`
         HardSwish => "hard_swish",
+        /// `exp(x)`
+        Exp => "exp",
+        /// `log(x)`
+        Log => "log",
+        /// `sqrt(x)`
+        Sqrt => "sqrt",
+        /// `rsqrt(x)`
+        Rsqrt => "rsqrt",
+        /// `sin(x)`
+        Sin => "sin",
+        /// `cos(x)`
+        Cos => "cos",
+        /// `abs(x)`
+        Abs => "abs",
+        /// `square(x)`
+        Square => "square",
+        /// `pow(x, p)`
+        Pow => "pow",
+        /// `clip(x, min, max)`
+        Clip => "clip",
+        /// `stop_gradient(x)`
+        StopGradient => "stop_gradient",
         /// `softmax(x, axis = -1)`
         Softmax => "softmax",
         /// `log_softmax(x, axis = -1)`

@@ -203,9 +203,19 @@ pub fn try_log_sigmoid<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     try_softplus(x.try_negate()?)?.try_negate()
 }
 
-/// `clip(x, lo, hi)` as `relu(x - lo) - relu(x - hi) + lo`: the gradient is
-/// 1 strictly inside `(lo, hi)`, 0 outside.
-fn clip<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+/// `jnp.clip(x, lo, hi)`: `min(max(x, lo), hi)`, as `relu(x - lo) -
+/// relu(x - hi) + lo`, so the gradient is 1 strictly inside `(lo, hi)`, 0
+/// outside.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::activations::try_clip;
+///
+/// let dev: Cpu = Default::default();
+/// let y = try_clip(dev.tensor([-3.0f64, 0.5, 9.0]), -1.0, 2.0).unwrap();
+/// assert_eq!(y.array(), [-1.0, 0.5, 2.0]);
+/// ```
+pub fn try_clip<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: Tensor<S, E, D, T>,
     lo: f64,
     hi: f64,
@@ -229,7 +239,7 @@ fn clip<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 pub fn try_relu6<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: Tensor<S, E, D, T>,
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
-    clip(x, 0.0, 6.0)
+    try_clip(x, 0.0, 6.0)
 }
 
 /// Flax's `nn.hard_tanh`: `clip(x, -1, 1)`.
@@ -244,7 +254,7 @@ pub fn try_relu6<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 pub fn try_hard_tanh<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: Tensor<S, E, D, T>,
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
-    clip(x, -1.0, 1.0)
+    try_clip(x, -1.0, 1.0)
 }
 
 /// Flax's `nn.hard_sigmoid`: `relu6(x + 3) / 6`.
@@ -276,4 +286,61 @@ pub fn try_hard_silu<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
 ) -> Result<Tensor<S, E, D, T>, D::Err> {
     let gate = try_hard_sigmoid(x.with_empty_tape())?;
     x.try_mul(gate)
+}
+
+/// `jax.lax.rsqrt(x)`: `1 / sqrt(x)`.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::activations::try_rsqrt;
+///
+/// let dev: Cpu = Default::default();
+/// assert_eq!(try_rsqrt(dev.tensor([4.0f64, 0.25])).unwrap().array(), [0.5, 2.0]);
+/// ```
+pub fn try_rsqrt<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+    x: Tensor<S, E, D, T>,
+) -> Result<Tensor<S, E, D, T>, D::Err> {
+    x.try_sqrt()?.try_recip()
+}
+
+/// `jnp.power(x, p)` for a number `p`.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::activations::try_pow;
+///
+/// let dev: Cpu = Default::default();
+/// assert_eq!(try_pow(dev.tensor([2.0f64, 3.0]), 2.0).unwrap().array(), [4.0, 9.0]);
+/// ```
+pub fn try_pow<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+    x: Tensor<S, E, D, T>,
+    p: f64,
+) -> Result<Tensor<S, E, D, T>, D::Err> {
+    x.try_powf(p)
+}
+
+/// `jax.lax.stop_gradient(x)`: the same values, through which no gradient
+/// flows. The values are copied into a tensor of their own (a new tensor
+/// id, its op not on the tape), which keeps `x`'s tape for the rest of the
+/// model.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::activations::try_stop_gradient;
+///
+/// let dev: Cpu = Default::default();
+/// let x = dev.tensor([1.0f64, 2.0]);
+/// let y = try_stop_gradient(x.leaky_trace()).unwrap();
+/// let g = (y * x.leaky_trace()).sum().backward();
+/// assert_eq!(g.get(&x).array(), [1.0, 2.0]); // only the traced factor's
+/// ```
+pub fn try_stop_gradient<S: Shape, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+    x: Tensor<S, E, D, T>,
+) -> Result<Tensor<S, E, D, T>, D::Err> {
+    let (x, tape) = dfdx::tensor::SplitTape::split_tape(x);
+    // An op on a tensor without a tape records nothing.
+    Ok(dfdx::tensor::PutTape::put_tape(
+        x.try_mul(scalar::<E>(1.0))?,
+        tape,
+    ))
 }

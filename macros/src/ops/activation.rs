@@ -1,6 +1,8 @@
-//! Elementwise activations, Flax's `nn.relu`, `nn.gelu`, ... Each is a
-//! dfdx tensor method, flaxen's parallel `Relu` module, or a function of
-//! the runtime's `activations` (the ops dfdx lacks or gets wrong).
+//! Elementwise activations, Flax's `nn.relu`, `nn.gelu`, ..., and the
+//! elementwise maths of `jnp` (`exp`, `log`, `sqrt`, `pow`, `clip`, ...)
+//! and `jax.lax.stop_gradient`. Each is a dfdx tensor method, flaxen's
+//! parallel `Relu` module, or a function of the runtime's `activations`
+//! (the ops dfdx lacks or gets wrong).
 
 use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
@@ -22,6 +24,16 @@ const LEAKY: Sig = Sig {
     params: &["negative_slope"],
     required: &[],
     example: "leaky_relu(x, negative_slope = 0.2)",
+};
+const POW: Sig = Sig {
+    params: &["p"],
+    required: &["p"],
+    example: "pow(x, 2.0)",
+};
+const CLIP: Sig = Sig {
+    params: &["min", "max"],
+    required: &["min", "max"],
+    example: "clip(x, -1.0, 1.0)",
 };
 const ELU: Sig = Sig {
     params: &["alpha"],
@@ -48,6 +60,17 @@ pub enum Act {
     HardSigmoid,
     /// Also Flax's `hard_swish`, the same function.
     HardSilu,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Abs,
+    Square,
+    Pow,
+    Clip,
+    StopGradient,
 }
 
 pub fn sig(act: Act) -> &'static Sig {
@@ -55,7 +78,18 @@ pub fn sig(act: Act) -> &'static Sig {
         Act::Gelu => &GELU,
         Act::LeakyRelu => &LEAKY,
         Act::Elu => &ELU,
-        Act::Relu
+        Act::Pow => &POW,
+        Act::Clip => &CLIP,
+        Act::Exp
+        | Act::Log
+        | Act::Sqrt
+        | Act::Rsqrt
+        | Act::Sin
+        | Act::Cos
+        | Act::Abs
+        | Act::Square
+        | Act::StopGradient
+        | Act::Relu
         | Act::Sigmoid
         | Act::Tanh
         | Act::Silu
@@ -107,6 +141,44 @@ pub fn check(act: Act, name: &str, b: &Bound, cx: &mut Ctxt) -> Option<Activatio
         Act::HardTanh => f("try_hard_tanh"),
         Act::HardSigmoid => f("try_hard_sigmoid"),
         Act::HardSilu => f("try_hard_silu"),
+        Act::Exp => Some(Activation::Method("try_exp", "`exp`")),
+        Act::Log => Some(Activation::Method("try_ln", "`log`")),
+        Act::Sqrt => Some(Activation::Method("try_sqrt", "`sqrt`")),
+        Act::Sin => Some(Activation::Method("try_sin", "`sin`")),
+        Act::Cos => Some(Activation::Method("try_cos", "`cos`")),
+        Act::Abs => Some(Activation::Method("try_abs", "`abs`")),
+        Act::Square => Some(Activation::Method("try_square", "`square`")),
+        Act::Rsqrt => f("try_rsqrt"),
+        Act::StopGradient => f("try_stop_gradient"),
+        Act::Pow => {
+            let p = b.req(cx, "p", |a| a.float("the exponent `p`"))?;
+            Some(Activation::Function(
+                "try_pow",
+                vec![p],
+                format!("`pow(p = {p})`"),
+            ))
+        }
+        Act::Clip => {
+            let lo = b.req(cx, "min", |a| a.float("`min`"));
+            let hi = b.req(cx, "max", |a| a.float("`max`"));
+            let (lo, hi) = (lo?, hi?);
+            if lo > hi {
+                if let Some(a) = b.get("min") {
+                    cx.error_at(
+                        a,
+                        format!(
+                            "`clip` keeps values in [min, max], but min {lo} is above max {hi}"
+                        ),
+                    );
+                }
+                return None;
+            }
+            Some(Activation::Function(
+                "try_clip",
+                vec![lo, hi],
+                format!("`clip({lo}, {hi})`"),
+            ))
+        }
         // Flax's defaults: negative_slope 0.01, alpha 1.0.
         Act::LeakyRelu => {
             let v = b.or(cx, "negative_slope", 0.01, |a| a.float("`negative_slope`"))?;
