@@ -254,6 +254,8 @@ pub struct Arm {
     pub pats: Vec<Expr>,
     /// `n => ..`, `n if .. => ..`: the value bound to a name.
     pub bind: Option<syn::Ident>,
+    /// `Some(n) => ..`: matches any value but `None`, bound to `n`.
+    pub some: bool,
     /// An `if` guard.
     pub guard: Option<Expr>,
     /// The arm's value.

@@ -30,6 +30,9 @@ pub enum Val {
     Shape(Vec<usize>),
     /// A recurrent cell and its features (`LSTMCell(64)`), for `RNN`.
     Cell(crate::symbol::CellKind, usize),
+    /// `None`: an optional block parameter without a value (Python's
+    /// `None`); a given value is the value itself (`Some(64)` is `64`).
+    None,
     /// The value of an expression that failed (already reported).
     Poison,
 }
@@ -46,6 +49,7 @@ impl Val {
             Val::Word(_) => "a bare name",
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
             Val::Cell(..) => "a cell",
+            Val::None => "`None`",
             Val::Poison => "an invalid value",
         }
     }
@@ -58,6 +62,7 @@ impl Val {
                 "`{w}`, a name the model cannot see: the macro reads every value when it expands, so write the value itself, or declare a block parameter (`{}: Param<..>`)",
                 w.to_lowercase()
             ),
+            Val::None => "`None` (an optional block parameter not given): give it a value for this case with `.unwrap_or(..)`, or branch with `if let Some(d) = ..`".into(),
             other => other.kind().to_string(),
         }
     }

@@ -212,6 +212,7 @@ impl Checker<'_> {
                     // what it expected (`unknown padding `FULL``).
                     w if is_constant_name(w) => Val::Word(w.to_string()),
                     "True" => Val::Bool(true),
+                    "None" => Val::None,
                     "False" => Val::Bool(false),
                     // `method = nearest`: jax's resize methods as bare words.
                     w if crate::ops::is_method_word(w) => Val::Word(w.to_string()),
@@ -355,7 +356,10 @@ impl Checker<'_> {
                     return Val::Poison;
                 }
                 for arm in arms {
-                    let mut hit = arm.pats.is_empty();
+                    let mut hit = match arm.some {
+                        true => !matches!(v, Val::None),
+                        false => arm.pats.is_empty(),
+                    };
                     for p in &arm.pats {
                         let pv = self.expr(p);
                         hit |= equal(&v, &pv) == Some(true);
@@ -604,6 +608,8 @@ fn equal(a: &Val, b: &Val) -> Option<bool> {
         (Val::Int(x), Val::Int(y)) => x == y,
         (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => number(a) == number(b),
         (Val::Bool(x), Val::Bool(y)) => x == y,
+        (Val::None, Val::None) => true,
+        (Val::None, _) | (_, Val::None) => false,
         (Val::Str(x) | Val::Word(x), Val::Str(y) | Val::Word(y)) => x == y,
         _ => match (a.elems(), b.elems()) {
             (Some(x), Some(y)) => {

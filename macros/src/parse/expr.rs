@@ -281,7 +281,10 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
             Ok(Expr::Field { base: Box::new(parse_expr(&f.base)?), member: member.clone(), tokens: tokens() })
         }
         syn::Expr::Index(i) => Ok(Expr::Index { base: Box::new(parse_expr(&i.expr)?), index: Box::new(parse_expr(&i.index)?), tokens: tokens() }),
+        // `Some(64)`: a given optional value is the value itself.
+        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("Some")) && c.args.len() == 1 => parse_expr(&c.args[0]),
         syn::Expr::Call(c) => parse_call(c),
+        syn::Expr::MethodCall(m) if m.method == "unwrap_or" => unwrap_or(m),
         syn::Expr::MethodCall(m) => Err(method_call(m)),
         syn::Expr::If(i) => parse_if(i),
         syn::Expr::Match(m) => parse_match(m),
@@ -593,6 +596,9 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
 }
 
 fn parse_if(i: &syn::ExprIf) -> Result<Expr> {
+    if let syn::Expr::Let(l) = &*i.cond {
+        return parse_if_let(i, l);
+    }
     let cond = parse_expr(&i.cond)?;
     let then = parse_block(&i.then_branch)?;
     let els = match &i.else_branch {
@@ -625,16 +631,28 @@ fn parse_match(m: &syn::ExprMatch) -> Result<Expr> {
     let mut arms = Vec::new();
     for arm in &m.arms {
         let mut pats = Vec::new();
+        let mut some = false;
         let bind = match &arm.pat {
+            // `None` is the value, not a name to bind.
+            syn::Pat::Ident(p) if p.ident == "None" => {
+                pats.push(Expr::Var(p.ident.clone()));
+                None
+            }
             syn::Pat::Ident(p)
                 if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() =>
             {
                 Some(p.ident.clone())
             }
-            other => {
-                parse_pat(other, &mut pats)?;
-                None
-            }
+            other => match some_binding(other) {
+                Some(b) => {
+                    some = true;
+                    b
+                }
+                None => {
+                    parse_pat(other, &mut pats)?;
+                    None
+                }
+            },
         };
         // `1 | _` matches anything: keep it a wildcard.
         if has_wild(&arm.pat) {
@@ -647,6 +665,7 @@ fn parse_match(m: &syn::ExprMatch) -> Result<Expr> {
         arms.push(Arm {
             pats,
             bind,
+            some,
             guard,
             body: parse_expr(&arm.body)?,
         });
@@ -654,6 +673,94 @@ fn parse_match(m: &syn::ExprMatch) -> Result<Expr> {
     Ok(Expr::Match {
         scrutinee: Box::new(scrutinee),
         arms,
+        tokens: m.to_token_stream(),
+    })
+}
+
+/// `Some(n)` (`Some(_)`): the pattern of an optional value that is
+/// given, and the name it binds.
+fn some_binding(p: &syn::Pat) -> Option<Option<syn::Ident>> {
+    let syn::Pat::TupleStruct(t) = p else {
+        return None;
+    };
+    if !t.path.is_ident("Some") || t.elems.len() != 1 {
+        return None;
+    }
+    match &t.elems[0] {
+        syn::Pat::Ident(i) if i.subpat.is_none() => Some(Some(i.ident.clone())),
+        syn::Pat::Wild(_) => Some(None),
+        _ => None,
+    }
+}
+
+/// `if let Some(n) = v { a } else { b }` as `match v { Some(n) => a, _ =>
+/// b }`: decided at expansion like any `match`.
+fn parse_if_let(i: &syn::ExprIf, l: &syn::ExprLet) -> Result<Expr> {
+    let Some(bind) = some_binding(&l.pat) else {
+        return Err(Error::new_spanned(&l.pat, "`if let` takes an optional block parameter apart: `if let Some(d) = out_dim { .. } else { .. }`"));
+    };
+    let then = parse_block(&i.then_branch)?;
+    let els = match &i.else_branch {
+        Some((_, e)) => parse_expr(e)?,
+        None => Expr::Block(
+            Block {
+                stmts: Vec::new(),
+                value: None,
+                close: i.then_branch.brace_token.span.close(),
+            },
+            i.to_token_stream(),
+        ),
+    };
+    let tokens = i.to_token_stream();
+    Ok(Expr::Match {
+        scrutinee: Box::new(parse_expr(&l.expr)?),
+        arms: vec![
+            Arm {
+                pats: Vec::new(),
+                bind,
+                some: true,
+                guard: None,
+                body: Expr::Block(then, tokens.clone()),
+            },
+            Arm {
+                pats: Vec::new(),
+                bind: None,
+                some: false,
+                guard: None,
+                body: els,
+            },
+        ],
+        tokens,
+    })
+}
+
+/// `v.unwrap_or(d)`: `match v { Some(x) => x, _ => d }`.
+fn unwrap_or(m: &syn::ExprMethodCall) -> Result<Expr> {
+    let [default] = m.args.iter().collect::<Vec<_>>()[..] else {
+        return Err(Error::new_spanned(
+            &m.method,
+            "`unwrap_or` takes the value to use for `None`: `out_dim.unwrap_or(x.shape[-1])`",
+        ));
+    };
+    let value = syn::Ident::new("__value", m.method.span());
+    Ok(Expr::Match {
+        scrutinee: Box::new(parse_expr(&m.receiver)?),
+        arms: vec![
+            Arm {
+                pats: Vec::new(),
+                bind: Some(value.clone()),
+                some: true,
+                guard: None,
+                body: Expr::Var(value),
+            },
+            Arm {
+                pats: Vec::new(),
+                bind: None,
+                some: false,
+                guard: None,
+                body: parse_expr(default)?,
+            },
+        ],
         tokens: m.to_token_stream(),
     })
 }
