@@ -322,3 +322,41 @@ impl SeedNarrow {
         Dense(10)(x)
     }
 }
+
+/// Flax's `nn.Dense(5)` on an NHWC map acts on its channels: in flaxen,
+/// `Dense(5, axis = -3)` on the NCHW map (a 1x1 convolution whose
+/// checkpoint kernel is Flax's `(in, out)`).
+pub struct DenseChannels;
+
+#[compact]
+impl DenseChannels {
+    fn forward(x: Input<3, 6, 6>) {
+        let x = relu(Conv(6, (3, 3))(x));
+        let x = relu(Dense(5, axis = -3)(x));
+        let x = avg_pool(x, (2, 2), strides = (2, 2));
+        let x = flatten(x);
+        Dense(3)(x)
+    }
+}
+
+#[test]
+fn dense_on_the_channels_of_a_map_is_flaxs_dense_on_nhwc() {
+    let bytes = include_bytes!("fixtures/flax_dense_channels.msgpack");
+    let f = fixture(include_str!("fixtures/flax_dense_channels.json"));
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<DenseChannels, f32>();
+    load_as_flax_wrote_it(&mut model, bytes, &f);
+    let x: Tensor<Rank4<2, 3, 6, 6>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    let out = model.forward(x.clone());
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+    let w: Tensor<Rank2<2, 3>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let y = model.forward_mut(x.traced(model.alloc_grads()));
+    let grads = (y * w).sum().backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
+}

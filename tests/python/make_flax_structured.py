@@ -72,6 +72,12 @@ parameters. Arrays are `{"shape": [...], "data": [flat row-major]}`
    hold acronyms, named automatically by Flax from the class name as it
    is: `DecoderLSTMCell_0`, `DecoderLSTMCell_1`, `MLPHead_0`, each holding
    `Dense_0`. JSON: "x" [3,12], "out" [3,4].
+
+5. flax_dense_channels.{msgpack,json}: `nn.Dense` applied to an NHWC map,
+   as Flax users write it after a conv: Conv(6, (3,3)) relu, Dense(5) on
+   the channels (`Dense_0`, kernel (6, 5)), relu, avg_pool 2x2, reshape
+   NHWC, Dense(3). JSON: "x" NCHW [2,3,6,6], "out" [2,3], "w", "loss",
+   "grads".
 """
 
 import json
@@ -306,6 +312,37 @@ def user_names(out):
     save(out, "flax_user_names", variables, {"x": arr(x), "out": arr(y)})
 
 
+class DenseChannels(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Conv(6, (3, 3))(x))
+        x = nn.relu(nn.Dense(5)(x))
+        x = nn.avg_pool(x, (2, 2), strides=(2, 2))
+        x = x.reshape((x.shape[0], -1))
+        return nn.Dense(3)(x)
+
+
+def dense_channels(out):
+    rng = np.random.default_rng(20261215)
+    model = DenseChannels()
+    x = normal(rng, (2, 3, 6, 6))
+    w = normal(rng, (2, 3))
+    variables = perturb(model.init(jax.random.PRNGKey(15), nhwc(x)), rng)
+
+    def loss_fn(variables):
+        y = model.apply(variables, nhwc(x))
+        return jnp.sum(y * w), y
+
+    (loss, y), grads = jax.value_and_grad(loss_fn, has_aux=True)(variables)
+    save(out, "flax_dense_channels", variables, {
+        "x": arr(x),
+        "out": arr(y),
+        "w": arr(w),
+        "loss": float(loss),
+        "grads": grads_by_path(grads),
+    })
+
+
 def main():
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES
     out.mkdir(parents=True, exist_ok=True)
@@ -313,6 +350,7 @@ def main():
     named(out)
     encdec(out)
     user_names(out)
+    dense_channels(out)
 
 
 if __name__ == "__main__":

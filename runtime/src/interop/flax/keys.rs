@@ -79,6 +79,9 @@ pub enum Layout {
     Conv,
     /// Dense kernel (in, out) <-> weight (out, in).
     Transpose,
+    /// Dense kernel (in, out) <-> 1x1 conv weight (out, in, 1, 1): a
+    /// `Dense` on the channels of an NCHW map.
+    DenseAsConv,
     /// The kernel of a Dense that reads a flattened `[c, h, w]` map: Flax's
     /// rows run over (h, w, c) (it flattens NHWC maps), flaxen's columns
     /// over (c, h, w).
@@ -157,6 +160,11 @@ impl Layout {
                 rank(2)?;
                 permute(&a, &[1, 0])
             }
+            Layout::DenseAsConv => {
+                rank(2)?;
+                let (i, o) = (a.shape[0], a.shape[1]);
+                reshaped(permute(&a, &[1, 0]), vec![o, i, 1, 1])
+            }
             Layout::Flattened { c, h, w } => {
                 rank(2)?;
                 if a.shape[0] != c * h * w {
@@ -216,6 +224,16 @@ impl Layout {
             Layout::Keep => a,
             Layout::Conv if a.shape.len() == 4 => permute(&a, &[2, 3, 1, 0]),
             Layout::Transpose if a.shape.len() == 2 => permute(&a, &[1, 0]),
+            Layout::DenseAsConv if a.shape.len() == 4 && a.shape[2..] == [1, 1] => {
+                let (o, i) = (a.shape[0], a.shape[1]);
+                permute(&reshaped(a, vec![o, i]), &[1, 0])
+            }
+            Layout::DenseAsConv => {
+                return Err(FlaxError::Format {
+                    path: key.to_owned(),
+                    reason: format!("shape {:?} is not [out, in, 1, 1]", a.shape),
+                })
+            }
             Layout::Flattened { c, h, w } if a.shape.len() == 2 && a.shape[1] == c * h * w => {
                 let o = a.shape[0];
                 reshaped(

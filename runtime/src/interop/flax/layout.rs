@@ -79,6 +79,13 @@ pub enum FlaxKind {
         /// c) order; `None` for any other input.
         flattened: Option<[usize; 3]>,
     },
+    /// `Dense(.., axis = -3)`, a `Dense` on the channels of an NCHW map:
+    /// Flax's `kernel` (in, out) and `bias`, flaxen's 1x1 conv `weight`
+    /// (out, in, 1, 1).
+    DenseOnChannels {
+        /// Whether it has a bias.
+        bias: bool,
+    },
     /// `Conv` and `ConvTranspose`: `kernel` (HWIO), `bias`.
     Conv {
         /// Whether it has a bias.
@@ -139,6 +146,13 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
                 None => Layout::Transpose,
             };
             let mut v = vec![p("weight", vec!["kernel"], layout)];
+            if bias {
+                v.push(p("bias", vec!["bias"], Layout::Keep));
+            }
+            v
+        }
+        FlaxKind::DenseOnChannels { bias } => {
+            let mut v = vec![p("weight", vec!["kernel"], Layout::DenseAsConv)];
             if bias {
                 v.push(p("bias", vec!["bias"], Layout::Keep));
             }
