@@ -10,7 +10,8 @@ use syn::Error;
 
 /// The arguments a layer or op takes.
 pub struct Sig {
-    /// Argument names in Flax's positional order; `name` is keyword-only.
+    /// Argument names in Flax's positional order; `name`, and any after
+    /// it, are keyword-only.
     pub params: &'static [&'static str],
     /// The required ones.
     pub required: &'static [&'static str],
@@ -82,7 +83,8 @@ pub fn bind<'a>(
     cx: &mut Ctxt,
 ) -> Bound<'a> {
     let names = sig.params;
-    let positional: Vec<&'static str> = names.iter().copied().filter(|n| *n != "name").collect();
+    let positional: Vec<&'static str> =
+        names.iter().copied().take_while(|n| *n != "name").collect();
     let mut map: BTreeMap<&'static str, &'a ArgVal> = BTreeMap::new();
     let mut seen_keyword = false;
     let mut misplaced = false;
