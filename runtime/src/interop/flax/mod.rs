@@ -46,10 +46,16 @@
 //! let state = flax::read_state::<f32>(&std::fs::read(fixture).unwrap()).unwrap();
 //! assert_eq!(state["dense_0.weight"].shape, [16, 128]); // Flax's kernel is (128, 16)
 //!
+//! // The arrays as Flax holds them, by Flax path.
+//! let arrays = flax::read_arrays(&std::fs::read(fixture).unwrap()).unwrap();
+//! assert_eq!(arrays["params/Dense_0/kernel"].shape, [128, 16]);
+//!
 //! // A bare dfdx module's keys (`weight`, `bias`) name no Flax layer.
 //! let dev = Cpu::default();
 //! let model = dev.build_module::<Linear<3, 2>, f32>();
-//! let err = flax::save(&model, &flax::SaveOptions::new()).unwrap_err();
+//! let mut state = flaxen_runtime::state::StateMap::new();
+//! flaxen_runtime::checkpoint::save_module_state(&model, "", &mut state);
+//! let err = flax::write_state(&state, &flax::SaveOptions::new()).unwrap_err();
 //! assert!(err.to_string().contains("`bias`"), "{err}");
 //! ```
 
