@@ -526,11 +526,30 @@ impl Checker<'_> {
                     return Val::Poison;
                 };
                 let (sa, sb) = (self.shape(a).to_vec(), self.shape(b).to_vec());
-                if sa != sb {
-                    self.cx.error_at(tokens, format!("`{sym}` needs operands of the same shape, but {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb)));
+                let Some(out) = crate::ops::broadcast::shape(&sa, &sb) else {
+                    self.cx.error_at(tokens, format!("`{sym}` needs operands whose shapes broadcast (NumPy's rules: aligned from the right, each axis equal or 1), but {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb)));
                     return Val::Poison;
-                }
-                self.push(Kind::Binary(arith, a, b), sa)
+                };
+                // An operand of another shape is broadcast first (a step of
+                // its own), so the arithmetic itself stays elementwise.
+                let mut operand = |i: usize, s: &[usize]| -> usize {
+                    if s == out {
+                        return i;
+                    }
+                    let op = crate::ops::Op::Broadcast(s.to_vec());
+                    match self.push(
+                        Kind::Op {
+                            op,
+                            inputs: vec![i],
+                        },
+                        out.clone(),
+                    ) {
+                        Val::Tensor(j) => j,
+                        _ => i,
+                    }
+                };
+                let (a, b) = (operand(a, &sa), operand(b, &sb));
+                self.push(Kind::Binary(arith, a, b), out)
             }
             (Val::Tensor(i), n @ (Val::Int(_) | Val::Float(_))) if op.is_arithmetic() => {
                 let Some(op) = op.arith() else {

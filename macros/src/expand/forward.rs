@@ -34,6 +34,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
     }
     remaining[plan.output] += 1;
     let masks: Vec<bool> = plan.steps.iter().map(|s| s.elem == Elem::Bool).collect();
+    let roots = id_roots(plan);
     let mut read = |i: usize| -> TokenStream {
         let v = format_ident!("__t{}", i);
         remaining[i] -= 1;
@@ -146,6 +147,16 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             Kind::Binary(op, ..) => {
                 let (a, b) = (&args[0], &args[1]);
                 let f = binop(*op);
+                // dfdx's binary ops need operands of two tensor ids, and
+                // views (reshape, transpose, broadcast) keep their input's:
+                // `x * x` or `x + transpose(x)` reads one id twice. The
+                // right operand then goes through a copy of its own.
+                let b = if roots[inputs[0]] == roots[inputs[1]] {
+                    let one = quote!(#rt::scalar::<E>(1.0));
+                    quote!(#dfdx::tensor_ops::TryMul::try_mul(#b, #one)?)
+                } else {
+                    b.clone()
+                };
                 quote!(#f(#a, #b)?)
             }
             Kind::Scalar {
@@ -231,6 +242,29 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
             Kind::Neg(_) => (counted("neg".into()), false),
         })
         .collect()
+}
+
+/// Each step's tensor id, as the step whose id it has: dfdx's reshape (of
+/// a contiguous tensor), permute and broadcast are views that keep their
+/// input's id; every other op makes a new one.
+fn id_roots(plan: &Plan) -> Vec<usize> {
+    let mut roots: Vec<usize> = (0..plan.steps.len()).collect();
+    for (k, s) in plan.steps.iter().enumerate() {
+        if let Kind::Op {
+            op:
+                crate::ops::Op::Reshape
+                | crate::ops::Op::FlattenImage { .. }
+                | crate::ops::Op::Permute(_)
+                | crate::ops::Op::Broadcast(_),
+            inputs,
+        } = &s.kind
+        {
+            if let Some(&i) = inputs.first() {
+                roots[k] = roots[i];
+            }
+        }
+    }
+    roots
 }
 
 /// dfdx's arithmetic.

@@ -5,6 +5,7 @@
 
 mod activation;
 mod axes;
+pub mod broadcast;
 mod concat;
 mod mask;
 mod pool;
@@ -59,6 +60,9 @@ pub enum Op {
     Take(usize),
     /// An attention mask.
     Mask(mask::Mask),
+    /// NumPy broadcasting of an operand of arithmetic from this
+    /// per-example shape to the step's.
+    Broadcast(Vec<usize>),
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -283,6 +287,7 @@ impl Op {
             Op::Permute(perm) => (axes::permute(perm, x, io.out), Vec::new()),
             Op::Take(i) => (axes::take_expand(*i, x), Vec::new()),
             Op::Mask(m) => zst(m.ty()),
+            Op::Broadcast(from) => (broadcast::expand(from, io.out, x), Vec::new()),
         }
     }
 
@@ -299,6 +304,7 @@ impl Op {
             | Op::Reshape
             | Op::Permute(_)
             | Op::Take(_)
+            | Op::Broadcast(_)
             | Op::Resize(_) => Elem::Float,
             Op::Mask(_) => Elem::Bool,
         }
@@ -321,6 +327,7 @@ impl Op {
             Op::Permute(_) => "transpose".into(),
             Op::Take(_) => "index".into(),
             Op::Mask(m) => m.doc().trim_matches('`').into(),
+            Op::Broadcast(_) => "broadcast".into(),
         }
     }
 
@@ -343,6 +350,7 @@ impl Op {
             Op::Permute(_) => "`transpose`".into(),
             Op::Take(i) => format!("`[{i}]`"),
             Op::Mask(m) => m.doc().into(),
+            Op::Broadcast(from) => format!("broadcast from `{}`", crate::shape::show(from)),
         })
     }
 }
