@@ -277,6 +277,8 @@ pub enum Expr {
     Poison(TokenStream),
     /// `format!("block_{i}")`: a string built at expansion.
     Format(Vec<Piece>, TokenStream),
+    /// `a..b`, `a..`, `..b` inside an index: `x[1..]`.
+    Range(Option<Box<Expr>>, Option<Box<Expr>>, TokenStream),
     /// A variable (`x`), or a bare word (`SAME`).
     Var(syn::Ident),
     /// `self.features`: a block parameter, Flax's spelling.
@@ -379,6 +381,7 @@ impl Expr {
             Expr::Var(v) => v.to_token_stream(),
             Expr::Poison(t)
             | Expr::Format(_, t)
+            | Expr::Range(_, _, t)
             | Expr::SelfField(_, t)
             | Expr::Lit(_, t)
             | Expr::Tuple(_, t)

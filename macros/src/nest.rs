@@ -57,6 +57,7 @@ fn block(b: &Block, out: &mut Vec<syn::Path>) {
 fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
     match e {
         Expr::Var(_) | Expr::SelfField(..) | Expr::Lit(..) | Expr::Poison(_) => {}
+        Expr::Range(a, b, _) => a.iter().chain(b).for_each(|e| expr(e, out)),
         Expr::Tuple(items, _) => items.iter().for_each(|i| expr(i, out)),
         Expr::Format(pieces, _) => pieces.iter().for_each(|p| {
             if let crate::ast::Piece::Value(v) = p {

@@ -114,6 +114,8 @@ vocabulary! {
         Clip => "clip",
         /// `stop_gradient(x)`
         StopGradient => "stop_gradient",
+        /// `shift_right(x)`
+        ShiftRight => "shift_right",
         /// `softmax(x, axis = -1)`
         Softmax => "softmax",
         /// `log_softmax(x, axis = -1)`

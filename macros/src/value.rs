@@ -33,6 +33,8 @@ pub enum Val {
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
+    /// `a..b` in an index: the ends, counted from the end when negative.
+    Range(Option<i64>, Option<i64>),
     /// The value of an expression that failed (already reported).
     Poison,
 }
@@ -50,6 +52,7 @@ impl Val {
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
             Val::Cell(..) => "a cell",
             Val::None => "`None`",
+            Val::Range(..) => "a range",
             Val::Poison => "an invalid value",
         }
     }

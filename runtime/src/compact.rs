@@ -85,3 +85,48 @@ pub fn same_index<B: dfdx::shapes::Dim, D: dfdx::tensor::TensorFromVec<usize>>(
 ) -> Result<dfdx::tensor::Tensor<(B,), usize, D>, D::Err> {
     dev.try_tensor_from_vec(vec![index; batch.size()], (batch,))
 }
+
+/// Rows of token ids moved along the sequence, for `ids[a..b]` (`from =
+/// a`) and `shift_right(ids)` (`shift`: a 0 in front, the last id
+/// dropped): the ids are read on the host (a sequence of ids is small), the
+/// tape passes on as it is.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::token_rows;
+///
+/// let dev: Cpu = Default::default();
+/// let ids: Tensor<Rank2<1, 4>, usize, _> = dev.tensor([[5, 6, 7, 8]]);
+/// let shifted = token_rows::<_, 4, 4, _, _>(ids.clone(), 0, true).unwrap();
+/// assert_eq!(shifted.array(), [[0, 5, 6, 7]]);
+/// let tail = token_rows::<_, 4, 2, _, _>(ids, 2, false).unwrap();
+/// assert_eq!(tail.array(), [[7, 8]]);
+/// ```
+#[doc(hidden)]
+pub fn token_rows<B, const N: usize, const M: usize, D, T>(
+    ids: dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), usize, D, T>,
+    from: usize,
+    shift: bool,
+) -> Result<dfdx::tensor::Tensor<(B, dfdx::shapes::Const<M>), usize, D, T>, D::Err>
+where
+    B: dfdx::shapes::Dim,
+    D: dfdx::tensor::TensorFromVec<usize>,
+{
+    use dfdx::shapes::HasShape;
+    use dfdx::tensor::{PutTape, SplitTape};
+    let (ids, tape) = ids.split_tape();
+    let b = ids.shape().0;
+    let host = ids.as_vec();
+    let mut out = Vec::with_capacity(b.size() * M);
+    for row in host.chunks(N) {
+        out.extend((0..M).map(|k| match shift {
+            true if k == 0 => 0,
+            true => row[k - 1],
+            false => row[from + k],
+        }));
+    }
+    let moved = ids
+        .device()
+        .try_tensor_from_vec(out, (b, dfdx::shapes::Const::<M>))?;
+    Ok(moved.put_tape(tape))
+}

@@ -369,6 +369,11 @@ impl Checker<'_> {
         };
         match ops::check(kind, &bound, &shapes, &names, &site, &mut self.cx) {
             Some((op, out)) => {
+                // Moves rows: token ids stay token ids.
+                let op = match op {
+                    ops::Op::ShiftRight(_) => ops::Op::ShiftRight(self.elem(ids[0]) == Elem::Index),
+                    other => other,
+                };
                 let elem = op.output_elem();
                 self.push_elem(Kind::Op { op, inputs: ids }, out, elem)
             }

@@ -205,6 +205,24 @@ impl Checker<'_> {
             // Its parse error is reported already.
             Expr::Poison(_) => Val::Poison,
             Expr::Format(pieces, tokens) => self.format(pieces, tokens),
+            Expr::Range(a, b, tokens) => {
+                let mut end = |e: &Option<Box<Expr>>| -> Result<Option<i64>, ()> {
+                    let Some(e) = e else { return Ok(None) };
+                    match self.expr(e) {
+                        Val::Int(n) => Ok(Some(n)),
+                        Val::Poison => Err(()),
+                        other => {
+                            self.cx.error_at(e.tokens(), format!("a slice's ends are integers known when the macro expands, not {}", other.kind()));
+                            Err(())
+                        }
+                    }
+                };
+                let _ = tokens;
+                match (end(a), end(b)) {
+                    (Ok(a), Ok(b)) => Val::Range(a, b),
+                    _ => Val::Poison,
+                }
+            }
             Expr::Var(v) => match self.lookup(&v.to_string()) {
                 Some(Binding { val, .. }) => val.clone(),
                 None => match v.to_string().as_str() {
@@ -470,6 +488,39 @@ impl Checker<'_> {
                             tokens,
                             format!("index {n} is out of range for a tuple of {}", t.len()),
                         );
+                        Val::Poison
+                    }
+                }
+            }
+            (Val::Tensor(t), Val::Range(a, b)) => {
+                let shape = self.shape(t).to_vec();
+                if self.elem(t) == Elem::Bool {
+                    self.cx.error_at(
+                        tokens,
+                        "a mask is not sliced: build the mask for the sliced sequence",
+                    );
+                    return Val::Poison;
+                }
+                let what = crate::ast::compact_text(tokens)
+                    .split('[')
+                    .next()
+                    .unwrap_or("x")
+                    .to_string();
+                let ids = self.elem(t) == Elem::Index;
+                match crate::ops::slice(a, b, &shape, ids, &format!("`{what}`")) {
+                    Ok((op, out)) => {
+                        let elem = op.output_elem();
+                        self.push_elem(
+                            Kind::Op {
+                                op,
+                                inputs: vec![t],
+                            },
+                            out,
+                            elem,
+                        )
+                    }
+                    Err(msg) => {
+                        self.cx.error_at(tokens, msg);
                         Val::Poison
                     }
                 }

@@ -63,6 +63,13 @@ pub enum Op {
     /// NumPy broadcasting of an operand of arithmetic from this
     /// per-example shape to the step's.
     Broadcast(Vec<usize>),
+    /// `x[a..b]`: rows `a..b` of the first per-example axis; `true` on
+    /// token ids.
+    Slice(usize, usize, bool),
+    /// `shift_right(x)`: the first per-example axis moved down one, a zero
+    /// in front and the last row dropped (Flax's `shift_right`); `true` on
+    /// token ids.
+    ShiftRight(bool),
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -83,6 +90,7 @@ enum Family {
     CausalMask,
     AttentionMask,
     CombineMasks,
+    ShiftRight,
 }
 
 fn family(kind: OpKind) -> Family {
@@ -129,6 +137,7 @@ fn family(kind: OpKind) -> Family {
         OpKind::MakeCausalMask => Family::CausalMask,
         OpKind::MakeAttentionMask => Family::AttentionMask,
         OpKind::CombineMasks => Family::CombineMasks,
+        OpKind::ShiftRight => Family::ShiftRight,
     }
 }
 
@@ -148,6 +157,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         Family::CausalMask => &mask::CAUSAL,
         Family::AttentionMask => &mask::ATTENTION,
         Family::CombineMasks => &mask::COMBINE,
+        Family::ShiftRight => &axes::SHIFT_RIGHT,
     }
 }
 
@@ -176,6 +186,7 @@ pub fn check(
         Family::CausalMask => mask::causal(site, cx),
         Family::AttentionMask => mask::attention(site, cx),
         Family::CombineMasks => mask::combine(site, cx),
+        Family::ShiftRight => axes::shift_right(site, cx),
     }
 }
 
@@ -183,7 +194,8 @@ pub fn check(
 /// shape is read).
 pub fn input_elem(kind: OpKind) -> Option<Elem> {
     match family(kind) {
-        Family::CausalMask => None,
+        // Token ids (lm1b's `shift_inputs`) or features.
+        Family::CausalMask | Family::ShiftRight => None,
         Family::AttentionMask => Some(Elem::Index),
         Family::CombineMasks => Some(Elem::Bool),
         Family::Activation(_)
@@ -213,8 +225,20 @@ pub fn tensor_args(kind: OpKind) -> usize {
         | Family::Resize
         | Family::SwapAxes
         | Family::Transpose
+        | Family::ShiftRight
         | Family::CausalMask => 1,
     }
+}
+
+/// `x[a..b]`: checked here with the ops, called by the checker on indexing.
+pub fn slice(
+    start: Option<i64>,
+    end: Option<i64>,
+    shape: &[usize],
+    ids: bool,
+    what: &str,
+) -> Result<(Op, Vec<usize>), String> {
+    axes::slice(start, end, shape, ids, what)
 }
 
 /// `x[i]`: checked here with the ops, called by the checker on indexing.
@@ -288,6 +312,10 @@ impl Op {
             Op::Take(i) => (axes::take_expand(*i, x), Vec::new()),
             Op::Mask(m) => zst(m.ty()),
             Op::Broadcast(from) => (broadcast::expand(from, io.out, x), Vec::new()),
+            Op::Slice(a, _, true) => axes::token_rows(x, io, *a, false),
+            Op::ShiftRight(true) => axes::token_rows(x, io, 0, true),
+            Op::Slice(a, b, false) => (axes::slice_expand(*a, *b, x, io.out), Vec::new()),
+            Op::ShiftRight(false) => (axes::shift_right_expand(x, io.out), Vec::new()),
         }
     }
 
@@ -306,6 +334,11 @@ impl Op {
             | Op::Take(_)
             | Op::Broadcast(_)
             | Op::Resize(_) => Elem::Float,
+            // Token ids stay token ids; the checker records the elem.
+            Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
+                true => Elem::Index,
+                false => Elem::Float,
+            },
             Op::Mask(_) => Elem::Bool,
         }
     }
@@ -328,6 +361,8 @@ impl Op {
             Op::Take(_) => "index".into(),
             Op::Mask(m) => m.doc().trim_matches('`').into(),
             Op::Broadcast(_) => "broadcast".into(),
+            Op::Slice(..) => "slice".into(),
+            Op::ShiftRight(_) => "shift_right".into(),
         }
     }
 
@@ -351,6 +386,8 @@ impl Op {
             Op::Take(i) => format!("`[{i}]`"),
             Op::Mask(m) => m.doc().into(),
             Op::Broadcast(from) => format!("broadcast from `{}`", crate::shape::show(from)),
+            Op::Slice(a, b, _) => format!("`[{a}..{b}]`"),
+            Op::ShiftRight(_) => "`shift_right`".into(),
         })
     }
 }

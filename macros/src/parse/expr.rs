@@ -280,7 +280,20 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
             }
             Ok(Expr::Field { base: Box::new(parse_expr(&f.base)?), member: member.clone(), tokens: tokens() })
         }
-        syn::Expr::Index(i) => Ok(Expr::Index { base: Box::new(parse_expr(&i.expr)?), index: Box::new(parse_expr(&i.index)?), tokens: tokens() }),
+        syn::Expr::Index(i) => {
+            let index = match &*i.index {
+                // `x[1..]`, `x[..-1]`: a slice of the first axis.
+                syn::Expr::Range(r) if matches!(r.limits, syn::RangeLimits::HalfOpen(_)) => {
+                    let end = |e: &Option<Box<syn::Expr>>| -> Result<Option<Box<Expr>>> {
+                        e.as_deref().map(|e| parse_expr(e).map(Box::new)).transpose()
+                    };
+                    Expr::Range(end(&r.start)?, end(&r.end)?, r.to_token_stream())
+                }
+                syn::Expr::Range(r) => return Err(Error::new_spanned(r, "a slice is written `x[a..b]` (`b` excluded, as Python's `x[a:b]`)")),
+                other => parse_expr(other)?,
+            };
+            Ok(Expr::Index { base: Box::new(parse_expr(&i.expr)?), index: Box::new(index), tokens: tokens() })
+        }
         // `Some(64)`: a given optional value is the value itself.
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("Some")) && c.args.len() == 1 => parse_expr(&c.args[0]),
         syn::Expr::Call(c) => parse_call(c),
