@@ -86,6 +86,10 @@ pub fn same_index<B: dfdx::shapes::Dim, D: dfdx::tensor::TensorFromVec<usize>>(
     dev.try_tensor_from_vec(vec![index; batch.size()], (batch,))
 }
 
+/// A batch of `N` token ids per example, on tape `T`.
+pub type TokenIds<B, const N: usize, D, T> =
+    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), usize, D, T>;
+
 /// Rows of token ids moved along the sequence, for `ids[a..b]` (`from =
 /// a`) and `shift_right(ids)` (`shift`: a 0 in front, the last id
 /// dropped): the ids are read on the host (a sequence of ids is small), the
@@ -104,10 +108,10 @@ pub fn same_index<B: dfdx::shapes::Dim, D: dfdx::tensor::TensorFromVec<usize>>(
 /// ```
 #[doc(hidden)]
 pub fn token_rows<B, const N: usize, const M: usize, D, T>(
-    ids: dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), usize, D, T>,
+    ids: TokenIds<B, N, D, T>,
     from: usize,
     shift: bool,
-) -> Result<dfdx::tensor::Tensor<(B, dfdx::shapes::Const<M>), usize, D, T>, D::Err>
+) -> Result<TokenIds<B, M, D, T>, D::Err>
 where
     B: dfdx::shapes::Dim,
     D: dfdx::tensor::TensorFromVec<usize>,

@@ -31,35 +31,39 @@ pub struct Dense {
 pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>)> {
     let features = b.req(cx, "features", |a| a.positive("`features`"));
     let use_bias = b.or(cx, "use_bias", true, |a| a.boolean("`use_bias`"));
-    let axis = b.or(cx, "axis", -1, |a| a.int("`axis`"));
-    let (features, use_bias, axis) = (features?, use_bias?, axis?);
-    match (site.shape, axis) {
-        (&[c, h, w], -3) => {
-            let layer = Dense {
-                inputs: c,
-                features,
-                use_bias,
-                on_channels: Some((h, w)),
-            };
-            return Some((layer, vec![features, h, w]));
-        }
+    let axis = b.or(cx, "axis", -1, |a| a.int("`axis`"))?;
+    // The input's shape is checked before the arguments are unwrapped: a
+    // wrong size and a wrong input are two mistakes, both reported.
+    let on_channels = match (site.shape, axis) {
+        (&[_, h, w], -3) => Some((h, w)),
         ([_, _, _], -1) => {
             let x = site.input.trim_matches('`');
+            let n = features.map_or("..".to_string(), |f| f.to_string());
             site.wrong_input(
                 cx,
                 "Dense",
                 "[features] (or [seq, features])",
-                &format!("\nhelp: call `flatten({x})` first, or write `Dense({features}, axis = -3)` to act on the channels, as Flax's `Dense` on an NHWC map does"),
+                &format!("\nhelp: call `flatten({x})` first, or write `Dense({n}, axis = -3)` to act on the channels, as Flax's `Dense` on an NHWC map does"),
             );
             return None;
         }
-        (_, -1) if site.shape.len() <= 2 => {}
+        (_, -1) if site.shape.len() <= 2 => None,
         _ => {
             if let Some(a) = b.get("axis") {
                 cx.error_at(a, format!("`Dense` acts on the last axis (`axis = -1`) of `[features]` or `[seq, features]`, or on the channels (`axis = -3`) of a `[c, h, w]` map; the input has shape {} here", shape::show(site.shape)));
             }
             return None;
         }
+    };
+    let (features, use_bias) = (features?, use_bias?);
+    if let Some((h, w)) = on_channels {
+        let layer = Dense {
+            inputs: site.shape[0],
+            features,
+            use_bias,
+            on_channels,
+        };
+        return Some((layer, vec![features, h, w]));
     }
     let mut out = site.shape.to_vec();
     let inputs = std::mem::replace(out.last_mut()?, features);
