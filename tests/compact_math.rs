@@ -176,3 +176,47 @@ fn every_op_on_cuda_matches_jax() {
     case!(Clip, "clip");
     case!(StopGradient, "stop_gradient");
 }
+
+/// lm1b's `AddPositionEmbs` with the fixed table: `x + pe[:, :length]`.
+pub struct AddPositions6;
+
+#[compact]
+impl AddPositions6 {
+    fn forward(x: Input<5, 6>) {
+        x + sinusoidal_positions(x, max_len = 16)
+    }
+}
+
+pub struct AddPositions7;
+
+#[compact]
+impl AddPositions7 {
+    fn forward(x: Input<5, 7>) {
+        x + sinusoidal_positions(x, max_len = 16)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Tables {
+    sinusoidal: BTreeMap<String, Arr>,
+}
+
+#[test]
+fn sinusoidal_positions_are_lm1bs_table() {
+    let t: Tables = serde_json::from_str(include_str!("fixtures/jax_math.json")).unwrap();
+    let dev: Cpu = Default::default();
+    // The table added to zeros, in f32 (Flax's table is float32: NumPy's
+    // float64 maths, then cast) and f64.
+    let m = dev.build_module::<AddPositions6, f32>();
+    let y = m.forward(dev.zeros::<Rank3<2, 5, 6>>()).as_vec();
+    let want = &t.sinusoidal["6"].data;
+    assert_rel("table f=6 (f32)", &y[..30], want, 1e-7, 1.0);
+    assert_eq!(y[..30], y[30..], "every example the same rows");
+    let m = dev.build_module::<AddPositions7, f64>();
+    let y = m.forward(dev.zeros::<Rank3<1, 5, 7>>()).as_vec();
+    assert_rel("table f=7 (f64)", &y, &t.sinusoidal["7"].data, 1e-7, 1.0);
+    // The input's gradient passes through the addition untouched.
+    let x: Tensor<Rank3<1, 5, 7>, f64, Cpu> = dev.sample_normal();
+    let g = m.forward(x.leaky_trace()).sum().backward();
+    assert!(g.get(&x).as_vec().iter().all(|v| *v == 1.0));
+}

@@ -116,6 +116,8 @@ vocabulary! {
         StopGradient => "stop_gradient",
         /// `shift_right(x)`
         ShiftRight => "shift_right",
+        /// `sinusoidal_positions(x, max_len = 2048)`
+        SinusoidalPositions => "sinusoidal_positions",
         /// `softmax(x, axis = -1)`
         Softmax => "softmax",
         /// `log_softmax(x, axis = -1)`

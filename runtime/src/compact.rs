@@ -134,3 +134,58 @@ where
         .try_tensor_from_vec(out, (b, dfdx::shapes::Const::<M>))?;
     Ok(moved.put_tape(tape))
 }
+
+/// The fixed sinusoidal position table of Flax's lm1b / wmt examples
+/// (`sinusoidal_init(max_len)(None, (1, max_len, f), None)[:, :s, :]`),
+/// in the shape of `x` (`[batch, s, f]`, each example the same rows),
+/// carrying `x`'s tape. Row `p`, column `i < f / 2`: `sin(p * w_i)`, column
+/// `f / 2 + i`: `cos(p * w_i)`, `w_i = min_scale * exp(-i * ln(max_scale /
+/// min_scale) / (f / 2 - 1))`, computed in f64 (as NumPy does) then cast;
+/// an odd last column is 0.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::sinusoidal_like;
+///
+/// let dev: Cpu = Default::default();
+/// let x: Tensor<Rank3<1, 3, 4>, f64, _> = dev.zeros();
+/// let t = sinusoidal_like(x, 1.0, 10000.0).unwrap().array();
+/// assert_eq!(t[0][0], [0.0, 0.0, 1.0, 1.0]); // position 0: sin 0, cos 0
+/// assert_eq!(t[0][2][0], 2f64.sin());
+/// ```
+pub fn sinusoidal_like<B, const S: usize, const F: usize, E, D, T>(
+    x: dfdx::tensor::Tensor<(B, dfdx::shapes::Const<S>, dfdx::shapes::Const<F>), E, D, T>,
+    min_scale: f64,
+    max_scale: f64,
+) -> Result<
+    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<S>, dfdx::shapes::Const<F>), E, D, T>,
+    D::Err,
+>
+where
+    B: dfdx::shapes::Dim,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    use dfdx::shapes::{Const, HasShape};
+    use dfdx::tensor::{PutTape, SplitTape};
+    use dfdx::tensor_ops::BroadcastTo;
+    let (x, tape) = x.split_tape();
+    let b = x.shape().0;
+    let half = F / 2;
+    let scale = -(max_scale / min_scale).ln() / (half as f64 - 1.0);
+    let mut table = vec![scalar::<E>(0.0); S * F];
+    for p in 0..S {
+        for i in 0..half {
+            let v = p as f64 * (min_scale * (i as f64 * scale).exp());
+            table[p * F + i] = scalar::<E>(v.sin());
+            table[p * F + half + i] = scalar::<E>(v.cos());
+        }
+    }
+    let table = x
+        .device()
+        .try_tensor_from_vec(table, (Const::<S>, Const::<F>))?;
+    let rows =
+        table.try_broadcast_like::<_, dfdx::shapes::Axis<0>>(&(b, Const::<S>, Const::<F>))?;
+    Ok(rows.put_tape(tape))
+}

@@ -8,6 +8,11 @@ d sum(op(x) * w) / dx, with w a fixed standard normal [4, 6].
 
     /tmp/venv/bin/python tests/python/make_jax_math.py [OUTDIR]
 
+"sinusoidal": the fixed position table of Flax's lm1b example
+(`sinusoidal_init(max_len=16)(None, (1, 16, f), None)`, written here from
+its definition: float64 NumPy maths stored as float32), for f = 6 and 7,
+its first 5 rows.
+
 jax 0.10.2 (Python 3.11), with jax_enable_x64.
 """
 
@@ -43,6 +48,20 @@ OPS = {
 }
 
 
+def sinusoidal_table(max_len, d, min_scale=1.0, max_scale=10000.0):
+    """lm1b's `sinusoidal_init`: sines of the positions times geometric
+    frequencies in the first half of the features, cosines in the second,
+    an odd last feature 0; float64 maths, a float32 table."""
+    pe = np.zeros((max_len, d), dtype=np.float32)
+    position = np.arange(0, max_len)[:, np.newaxis]
+    half = d // 2
+    scale_factor = -np.log(max_scale / min_scale) / (half - 1)
+    div_term = min_scale * np.exp(np.arange(0, half) * scale_factor)
+    pe[:, :half] = np.sin(position * div_term)
+    pe[:, half:2 * half] = np.cos(position * div_term)
+    return pe
+
+
 def main():
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
     rng = np.random.default_rng(20261203)
@@ -56,8 +75,9 @@ def main():
         g = jax.grad(lambda x: jnp.sum(f(x) * w))(jnp.asarray(x))
         assert y.dtype == jnp.float64
         cases[name] = {"x": arr(x), "y": arr(y), "grad": arr(g)}
+    tables = {str(d): arr(sinusoidal_table(16, d)[:5]) for d in (6, 7)}
     with open(out / "jax_math.json", "w") as f:
-        json.dump({"w": arr(w), "cases": cases}, f)
+        json.dump({"w": arr(w), "cases": cases, "sinusoidal": tables}, f)
         f.write("\n")
 
 

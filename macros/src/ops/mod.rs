@@ -13,6 +13,7 @@ mod reduce;
 mod reshape;
 mod resize;
 mod softmax;
+mod tables;
 
 use crate::args::{Bound, Sig};
 use crate::ast::Elem;
@@ -70,6 +71,8 @@ pub enum Op {
     /// in front and the last row dropped (Flax's `shift_right`); `true` on
     /// token ids.
     ShiftRight(bool),
+    /// `sinusoidal_positions(x)`: the fixed position table, `x`'s shape.
+    Sinusoidal { min_scale: f64, max_scale: f64 },
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -91,6 +94,7 @@ enum Family {
     AttentionMask,
     CombineMasks,
     ShiftRight,
+    Sinusoidal,
 }
 
 fn family(kind: OpKind) -> Family {
@@ -138,6 +142,7 @@ fn family(kind: OpKind) -> Family {
         OpKind::MakeAttentionMask => Family::AttentionMask,
         OpKind::CombineMasks => Family::CombineMasks,
         OpKind::ShiftRight => Family::ShiftRight,
+        OpKind::SinusoidalPositions => Family::Sinusoidal,
     }
 }
 
@@ -158,6 +163,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         Family::AttentionMask => &mask::ATTENTION,
         Family::CombineMasks => &mask::COMBINE,
         Family::ShiftRight => &axes::SHIFT_RIGHT,
+        Family::Sinusoidal => &tables::SINUSOIDAL,
     }
 }
 
@@ -187,6 +193,7 @@ pub fn check(
         Family::AttentionMask => mask::attention(site, cx),
         Family::CombineMasks => mask::combine(site, cx),
         Family::ShiftRight => axes::shift_right(site, cx),
+        Family::Sinusoidal => tables::sinusoidal(b, site, cx),
     }
 }
 
@@ -207,7 +214,8 @@ pub fn input_elem(kind: OpKind) -> Option<Elem> {
         | Family::Reshape
         | Family::Resize
         | Family::SwapAxes
-        | Family::Transpose => Some(Elem::Float),
+        | Family::Transpose
+        | Family::Sinusoidal => Some(Elem::Float),
     }
 }
 
@@ -226,6 +234,7 @@ pub fn tensor_args(kind: OpKind) -> usize {
         | Family::SwapAxes
         | Family::Transpose
         | Family::ShiftRight
+        | Family::Sinusoidal
         | Family::CausalMask => 1,
     }
 }
@@ -316,6 +325,10 @@ impl Op {
             Op::ShiftRight(true) => axes::token_rows(x, io, 0, true),
             Op::Slice(a, b, false) => (axes::slice_expand(*a, *b, x, io.out), Vec::new()),
             Op::ShiftRight(false) => (axes::shift_right_expand(x, io.out), Vec::new()),
+            Op::Sinusoidal {
+                min_scale,
+                max_scale,
+            } => (tables::expand(*min_scale, *max_scale, x), Vec::new()),
         }
     }
 
@@ -333,6 +346,7 @@ impl Op {
             | Op::Permute(_)
             | Op::Take(_)
             | Op::Broadcast(_)
+            | Op::Sinusoidal { .. }
             | Op::Resize(_) => Elem::Float,
             // Token ids stay token ids; the checker records the elem.
             Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
@@ -363,6 +377,7 @@ impl Op {
             Op::Broadcast(_) => "broadcast".into(),
             Op::Slice(..) => "slice".into(),
             Op::ShiftRight(_) => "shift_right".into(),
+            Op::Sinusoidal { .. } => "sinusoidal_positions".into(),
         }
     }
 
@@ -388,6 +403,7 @@ impl Op {
             Op::Broadcast(from) => format!("broadcast from `{}`", crate::shape::show(from)),
             Op::Slice(a, b, _) => format!("`[{a}..{b}]`"),
             Op::ShiftRight(_) => "`shift_right`".into(),
+            Op::Sinusoidal { .. } => "`sinusoidal_positions`".into(),
         })
     }
 }
