@@ -135,6 +135,10 @@ where
     Ok(moved.put_tape(tape))
 }
 
+/// A batch of `[S, F]` sequences of features, on tape `T`.
+pub type Sequence<B, const S: usize, const F: usize, E, D, T> =
+    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<S>, dfdx::shapes::Const<F>), E, D, T>;
+
 /// The fixed sinusoidal position table of Flax's lm1b / wmt examples
 /// (`sinusoidal_init(max_len)(None, (1, max_len, f), None)[:, :s, :]`),
 /// in the shape of `x` (`[batch, s, f]`, each example the same rows),
@@ -154,13 +158,10 @@ where
 /// assert_eq!(t[0][2][0], 2f64.sin());
 /// ```
 pub fn sinusoidal_like<B, const S: usize, const F: usize, E, D, T>(
-    x: dfdx::tensor::Tensor<(B, dfdx::shapes::Const<S>, dfdx::shapes::Const<F>), E, D, T>,
+    x: Sequence<B, S, F, E, D, T>,
     min_scale: f64,
     max_scale: f64,
-) -> Result<
-    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<S>, dfdx::shapes::Const<F>), E, D, T>,
-    D::Err,
->
+) -> Result<Sequence<B, S, F, E, D, T>, D::Err>
 where
     B: dfdx::shapes::Dim,
     E: Dtype,
