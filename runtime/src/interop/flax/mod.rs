@@ -201,28 +201,11 @@ impl SaveOptions {
 /// The tensors of a Flax checkpoint under flaxen's keys and layouts, with
 /// the Flax path of each key.
 fn read_leaves(bytes: &[u8]) -> Result<(StateMap<f64>, BTreeMap<String, String>), FlaxError> {
-    let leaves = msgpack::decode(bytes)?;
-    // `to_bytes(variables)` has collections on top; `to_bytes(params)` not.
-    let has_collections = leaves
-        .keys()
-        .any(|p| p.first().map(String::as_str) == Some("params"));
     let mut state = StateMap::new();
     let mut flax_paths = BTreeMap::new();
-    for (path, a) in leaves {
-        let rest = if has_collections {
-            match path[0].as_str() {
-                "params" | "batch_stats" => &path[1..],
-                other => {
-                    return Err(FlaxError::Collection {
-                        name: other.to_owned(),
-                    })
-                }
-            }
-        } else {
-            &path[..]
-        };
-        let (key, a) = keys::to_flaxen(rest, a)?;
-        let joined = path.join("/");
+    for ((c, path), a) in by_collection(msgpack::decode(bytes)?)? {
+        let (key, a) = keys::to_flaxen(&path, a)?;
+        let joined = format!("{}/{}", c.name(), path.join("/"));
         if let Some(first) = flax_paths.insert(key.clone(), joined.clone()) {
             return Err(FlaxError::Format {
                 path: joined,
@@ -311,6 +294,7 @@ pub const MAX_LISTED: usize = 32;
 type ByCollection = BTreeMap<(Collection, Vec<String>), Array>;
 
 fn by_collection(leaves: Leaves) -> Result<ByCollection, FlaxError> {
+    // `to_bytes(variables)` has collections on top; `to_bytes(params)` not.
     let has_collections = leaves
         .keys()
         .any(|p| p.first().map(String::as_str) == Some("params"));
