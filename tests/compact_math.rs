@@ -57,6 +57,24 @@ op_models! {
     StopGradient => stop_gradient(x);
 }
 
+/// Calls `$m!(Model, "fixture case")` for every op model.
+macro_rules! every_op {
+    ($m:ident) => {
+        $m!(Exp, "exp");
+        $m!(Log, "log");
+        $m!(Sqrt, "sqrt");
+        $m!(Rsqrt, "rsqrt");
+        $m!(Sin, "sin");
+        $m!(Cos, "cos");
+        $m!(Abs, "abs");
+        $m!(Square, "square");
+        $m!(Pow25, "pow_2_5");
+        $m!(Pow3, "pow_3");
+        $m!(Clip, "clip");
+        $m!(StopGradient, "stop_gradient");
+    };
+}
+
 /// Values and gradients of model `M` in dtype `E` on the fixture case, on
 /// device `$d` (`Cpu`, or `Cuda` with the `cuda` feature).
 macro_rules! run {
@@ -108,18 +126,7 @@ fn every_op_matches_jax_and_finite_differences() {
             }
         }};
     }
-    case!(Exp, "exp");
-    case!(Log, "log");
-    case!(Sqrt, "sqrt");
-    case!(Rsqrt, "rsqrt");
-    case!(Sin, "sin");
-    case!(Cos, "cos");
-    case!(Abs, "abs");
-    case!(Square, "square");
-    case!(Pow25, "pow_2_5");
-    case!(Pow3, "pow_3");
-    case!(Clip, "clip");
-    case!(StopGradient, "stop_gradient");
+    every_op!(case);
     assert_eq!(f.cases.len(), 12);
 }
 
@@ -163,18 +170,7 @@ fn every_op_on_cuda_matches_jax() {
             );
         }};
     }
-    case!(Exp, "exp");
-    case!(Log, "log");
-    case!(Sqrt, "sqrt");
-    case!(Rsqrt, "rsqrt");
-    case!(Sin, "sin");
-    case!(Cos, "cos");
-    case!(Abs, "abs");
-    case!(Square, "square");
-    case!(Pow25, "pow_2_5");
-    case!(Pow3, "pow_3");
-    case!(Clip, "clip");
-    case!(StopGradient, "stop_gradient");
+    every_op!(case);
 }
 
 /// lm1b's `AddPositionEmbs` with the fixed table: `x + pe[:, :length]`.
