@@ -24,7 +24,6 @@ pub struct Sig {
 pub fn flax_only(key: &str) -> Option<&'static str> {
     Some(match key {
         "deterministic" | "use_running_average" | "train" | "training" => "modes come from the call, not from a flag: `model.forward(x)` runs inference (Dropout off, BatchNorm on its running statistics), `model.forward_mut(x)` with a tape trains (Dropout on, BatchNorm on batch statistics)",
-        "kernel_init" | "bias_init" | "scale_init" | "embedding_init" => "flaxen initialises every layer as Flax does by default; to start from other weights, load them into the built module",
         "dtype" | "param_dtype" | "precision" => "the dtype is the one the module is built with (`dev.build_module::<Model, f32>()`)",
         "rngs" | "rng_collection" => "Dropout draws from the device's seeded generator",
         _ => return None,

@@ -236,6 +236,8 @@ pub enum Callee {
     Nested(syn::Path),
     /// A recurrent cell, the argument of `RNN(..)` (`LSTMCell(64)`).
     Cell(CellKind),
+    /// One of Flax's initialisers (`xavier_uniform()`).
+    Init(crate::symbol::InitKind),
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

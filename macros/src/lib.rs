@@ -57,6 +57,7 @@ mod compact;
 mod ctxt;
 mod expand;
 mod gen;
+mod init;
 mod layers;
 mod nest;
 mod ops;

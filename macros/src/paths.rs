@@ -45,3 +45,8 @@ pub fn flax() -> TokenStream {
 pub fn profile() -> TokenStream {
     quote!(::flaxen::__private::flaxen_runtime::profile)
 }
+
+/// The runtime's initialisers (`Init`, `Fans`).
+pub fn init() -> TokenStream {
+    quote!(::flaxen::__private::flaxen_runtime::init)
+}

@@ -161,6 +161,53 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// Flax's initialisers (`nn.initializers.*`), the values of
+    /// `kernel_init = ..` and the like, and of `param(..)`.
+    pub enum InitKind {
+        /// `zeros`
+        Zeros => "zeros",
+        /// `ones`
+        Ones => "ones",
+        /// `zeros_init()`
+        ZerosInit => "zeros_init",
+        /// `ones_init()`
+        OnesInit => "ones_init",
+        /// `constant(value)`
+        Constant => "constant",
+        /// `normal(stddev = 0.01)`
+        Normal => "normal",
+        /// `uniform(scale = 0.01)`
+        Uniform => "uniform",
+        /// `truncated_normal(stddev = 0.01, lower = -2.0, upper = 2.0)`
+        TruncatedNormal => "truncated_normal",
+        /// `variance_scaling(scale, mode, distribution)`
+        VarianceScaling => "variance_scaling",
+        /// `lecun_normal()`
+        LecunNormal => "lecun_normal",
+        /// `lecun_uniform()`
+        LecunUniform => "lecun_uniform",
+        /// `xavier_normal()`
+        XavierNormal => "xavier_normal",
+        /// `xavier_uniform()`
+        XavierUniform => "xavier_uniform",
+        /// `glorot_normal()`
+        GlorotNormal => "glorot_normal",
+        /// `glorot_uniform()`
+        GlorotUniform => "glorot_uniform",
+        /// `he_normal()`
+        HeNormal => "he_normal",
+        /// `he_uniform()`
+        HeUniform => "he_uniform",
+        /// `kaiming_normal()`
+        KaimingNormal => "kaiming_normal",
+        /// `kaiming_uniform()`
+        KaimingUniform => "kaiming_uniform",
+        /// `orthogonal(scale = 1.0)`
+        Orthogonal => "orthogonal",
+    }
+}
+
+vocabulary! {
     /// Recurrent cells, the argument of `RNN(..)`.
     pub enum CellKind {
         /// `LSTMCell(features)`
@@ -295,12 +342,15 @@ pub fn nearest_word(word: &str) -> Option<&'static str> {
         .or_else(|| nearest(word, OpKind::NAMES))
         .or_else(|| nearest(word, CellKind::NAMES))
         .or_else(|| nearest(word, TransformKind::NAMES))
+        .or_else(|| nearest(word, InitKind::NAMES))
 }
 
 /// How a vocabulary word is called: `` `Dense(..)(x)` `` or `` `relu(x)` ``.
 pub fn call_form(word: &str) -> String {
     if CellKind::from_name(word).is_some() {
         format!("`RNN({word}(..))(x)`")
+    } else if InitKind::from_name(word).is_some() {
+        format!("`{word}(..)` (an initialiser)")
     } else if TransformKind::from_name(word).is_some() {
         format!("`{word}(Block(..))(x)`")
     } else if LayerKind::from_name(word).is_some() {

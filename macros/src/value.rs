@@ -28,8 +28,12 @@ pub enum Val {
     Tuple(Vec<Val>),
     /// `x.shape`: a per-example shape, indexed from the end.
     Shape(Vec<usize>),
-    /// A recurrent cell and its features (`LSTMCell(64)`), for `RNN`.
-    Cell(crate::symbol::CellKind, usize),
+    /// A recurrent cell, its features and initialisers (`kernel_init`,
+    /// `recurrent_kernel_init`, `bias_init`), for `RNN`.
+    Cell(crate::symbol::CellKind, usize, Box<[Option<crate::init::Init>; 3]>),
+    /// One of Flax's initialisers (`xavier_uniform()`), for `kernel_init`
+    /// and the like.
+    Init(crate::init::Init),
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
@@ -51,6 +55,7 @@ impl Val {
             Val::Word(_) => "a bare name",
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
             Val::Cell(..) => "a cell",
+            Val::Init(_) => "an initialiser",
             Val::None => "`None`",
             Val::Range(..) => "a range",
             Val::Poison => "an invalid value",
@@ -154,9 +159,9 @@ impl ArgVal {
     }
 
     /// A recurrent cell (`LSTMCell(64)`).
-    pub fn cell(&self) -> Result<(crate::symbol::CellKind, usize)> {
+    pub fn cell(&self) -> Result<(crate::symbol::CellKind, usize, [Option<crate::init::Init>; 3])> {
         match &self.val {
-            Val::Cell(k, f) => Ok((*k, *f)),
+            Val::Cell(k, f, inits) => Ok((*k, *f, (**inits).clone())),
             other => Err(self.err(format!(
                 "`RNN` runs a cell, `RNN(LSTMCell(features = 64))`, `GRUCell` or `SimpleCell`, not {}",
                 other.describe()

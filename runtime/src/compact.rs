@@ -58,6 +58,35 @@ pub trait Compact {
     const NUM_PARAMS: usize;
 }
 
+/// Fills a built model's tensors with the initialisers its source gives
+/// (`Dense(10, kernel_init = zeros)`), nested models included.
+///
+/// `dev.build_module::<Model, E>()` calls it, so a built model starts as
+/// its source says. dfdx's `reset_params` redraws every tensor with its
+/// layer's default (Flax's default) initialiser; call
+/// [`try_initialize`](Self::try_initialize) after it to apply the
+/// source's again. A declared `param(..)` is redrawn with its own
+/// initialiser by `reset_params` too.
+///
+/// ```
+/// use flaxen_runtime::compact::Initialize;
+///
+/// /// Redraws every parameter as a freshly built model has it.
+/// fn reinitialize<E, D, M>(model: &mut M) -> Result<(), D::Err>
+/// where
+///     E: dfdx::shapes::Dtype,
+///     D: dfdx::tensor_ops::Device<E>,
+///     M: dfdx::nn::ResetParams<E, D> + Initialize<E, D>,
+/// {
+///     model.try_reset_params()?;
+///     model.try_initialize()
+/// }
+/// ```
+pub trait Initialize<E: Dtype, D: dfdx::tensor_ops::Device<E>> {
+    /// Applies the model's own initialisers; the others are untouched.
+    fn try_initialize(&mut self) -> Result<(), D::Err>;
+}
+
 /// The floating-point types a compact model can be built with: the bounds
 /// dfdx's own `Linear` puts on its dtype for initialisation.
 pub trait ParamDtype: Dtype + num_traits::Float + rand_distr::uniform::SampleUniform {}

@@ -15,6 +15,7 @@ pub mod data;
 pub mod dist;
 pub mod dtype;
 pub mod guard;
+pub mod init;
 pub mod interop;
 pub mod layers;
 pub mod logging;

@@ -34,13 +34,32 @@ impl Checker<'_> {
             Callee::Layer(kind) => self.layer(*kind, args, inputs.unwrap_or_default(), tokens),
             Callee::Op(kind) => self.op(*kind, args, tokens),
             Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
+            Callee::Init(kind) => {
+                let vals = self.eval_args(args);
+                let sig = crate::init::sig(*kind);
+                let bound = args::bind(kind.name(), sig, &vals, tokens, &mut self.cx);
+                match crate::init::call(*kind, &bound, tokens, &mut self.cx) {
+                    Some(i) => Val::Init(i),
+                    None => Val::Poison,
+                }
+            }
             Callee::Cell(kind) => {
                 // `LSTMCell(64)`: a value for `RNN`, named and built there.
                 let vals = self.eval_args(args);
                 let bound =
                     args::bind(kind.name(), layers::cell_sig(), &vals, tokens, &mut self.cx);
-                match bound.req(&mut self.cx, "features", |a| a.positive("`features`")) {
-                    Some(f) => Val::Cell(*kind, f),
+                let f = bound.req(&mut self.cx, "features", |a| a.positive("`features`"));
+                let cx = &mut self.cx;
+                let inits = [
+                    crate::init::get(&bound, cx, "kernel_init", false),
+                    crate::init::get(&bound, cx, "recurrent_kernel_init", false),
+                    crate::init::get(&bound, cx, "bias_init", true),
+                ];
+                if let Some(a) = bound.get("name") {
+                    cx.error_at(a, format!("a cell is named by its `RNN`: `RNN({}(..), name = \"..\")`", kind.name()));
+                }
+                match f {
+                    Some(f) => Val::Cell(*kind, f, Box::new(inits)),
                     None => Val::Poison,
                 }
             }

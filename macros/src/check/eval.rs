@@ -231,6 +231,17 @@ impl Checker<'_> {
                     w if is_constant_name(w) => Val::Word(w.to_string()),
                     "True" => Val::Bool(true),
                     "None" => Val::None,
+                    w if crate::symbol::InitKind::from_name(w).is_some() => {
+                        let kind = crate::symbol::InitKind::from_name(w);
+                        match kind.map(crate::init::bare) {
+                            Some(Ok(i)) => Val::Init(i),
+                            Some(Err(msg)) => {
+                                self.cx.push(Error::new(v.span(), msg));
+                                Val::Poison
+                            }
+                            None => Val::Poison,
+                        }
+                    }
                     "False" => Val::Bool(false),
                     // `method = nearest`: jax's resize methods as bare words.
                     w if crate::ops::is_method_word(w) => Val::Word(w.to_string()),

@@ -61,6 +61,10 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         let (n, stmts) = (&f.name, f.layer.init());
         (!stmts.is_empty()).then(|| quote!({ let __f = &mut __m.#n; #(#stmts)* }))
     });
+    let fills = fields.iter().filter_map(|f| {
+        let (n, stmts) = (&f.name, f.layer.initialize());
+        (!stmts.is_empty()).then(|| quote!({ let __f = &mut self.#n; #(#stmts)* }))
+    });
     let phantom = fields.is_empty();
     let (marker_field, marker_init) = marker(phantom);
 
@@ -178,6 +182,18 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         // Generics that no model name can shadow (a model may be named `E`).
         impl<__E: #rt::ParamDtype, __D: #dfdx::tensor_ops::Device<__E>> #dfdx::nn::BuildOnDevice<__D, __E> for #name {
             type Built = #module<__E, __D>;
+            fn try_build_on_device(__device: &__D) -> ::core::result::Result<Self::Built, __D::Err> {
+                let mut __m = <Self::Built as #dfdx::nn::BuildModule<__D, __E>>::try_build(__device)?;
+                #rt::Initialize::<__E, __D>::try_initialize(&mut __m)?;
+                ::core::result::Result::Ok(__m)
+            }
+        }
+
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #rt::Initialize<E, D> for #module<E, D> {
+            fn try_initialize(&mut self) -> ::core::result::Result<(), D::Err> {
+                #(#fills)*
+                ::core::result::Result::Ok(())
+            }
         }
 
         impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #dfdx::nn::TensorCollection<E, D> for #module<E, D> {

@@ -80,6 +80,12 @@ pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> 
 
         #(#modules)*
 
+        impl<E: #rt::ParamDtype, D: #dfdx::tensor_ops::Device<E>> #rt::Initialize<E, D> for #module<E, D> {
+            fn try_initialize(&mut self) -> ::core::result::Result<(), D::Err> {
+                ::core::result::Result::Ok(())
+            }
+        }
+
         impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #fl::FlaxLayout for #module<E, D> {
             fn flax_leaves(_: &mut #fl::FlaxLeaves) {}
         }

@@ -10,7 +10,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["momentum", "epsilon", "axis", "name"],
+    params: &["momentum", "epsilon", "axis", "name", "scale_init", "bias_init"],
     required: &[],
     example: "BatchNorm()(x)",
 };
@@ -20,6 +20,8 @@ pub struct BatchNorm {
     features: usize,
     momentum: f64,
     epsilon: f64,
+    /// `scale_init`, `bias_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// Unchanged shape; statistics per channel (axis -3 of an image).
@@ -67,6 +69,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(BatchNorm, Vec<us
         features: site.shape[0],
         momentum: momentum?,
         epsilon: epsilon?,
+        fills: crate::init::norm(b, cx, quote!(scale), Some(quote!(bias))),
     };
     Some((bn, site.shape.to_vec()))
 }

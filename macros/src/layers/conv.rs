@@ -23,6 +23,8 @@ pub const SIG: Sig = Sig {
         "feature_group_count",
         "use_bias",
         "name",
+        "kernel_init",
+        "bias_init",
     ],
     required: &["features", "kernel_size"],
     example: "Conv(features = 32, kernel_size = (3, 3))(x)",
@@ -39,6 +41,8 @@ pub struct Conv {
     hw: (usize, usize),
     win: [Window; 2],
     use_bias: bool,
+    /// `kernel_init`, `bias_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// `[c, h, w]` → `[features, h', w']`, `h'` and `w'` those of the dilated
@@ -124,6 +128,17 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Conv, Vec<usize>)
         hw: (site.shape[1], site.shape[2]),
         win,
         use_bias,
+        // Flax's fans count the receptive field on both sides, and one
+        // group's inputs.
+        fills: crate::init::weight_and_bias(
+            b,
+            cx,
+            (
+                kernel.0 * kernel.1 * (channels / groups),
+                kernel.0 * kernel.1 * features,
+            ),
+            use_bias,
+        ),
     };
     Some((conv, out))
 }

@@ -23,6 +23,8 @@ pub const SIG: Sig = Sig {
         "kernel_dilation",
         "use_bias",
         "name",
+        "kernel_init",
+        "bias_init",
     ],
     required: &["features", "kernel_size"],
     example: "ConvTranspose(features = 32, kernel_size = (3, 3), strides = (2, 2))(x)",
@@ -38,6 +40,8 @@ pub struct ConvTranspose {
     hw: (usize, usize),
     win: [Window; 2],
     use_bias: bool,
+    /// `kernel_init`, `bias_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// `[c, h, w]` → `[features, h', w']`.
@@ -95,6 +99,17 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(ConvTranspose, Ve
         hw: (site.shape[1], site.shape[2]),
         win,
         use_bias,
+        // Flax's `(kh, kw, in, out)` kernel: the receptive field on both
+        // sides.
+        fills: crate::init::weight_and_bias(
+            b,
+            cx,
+            (
+                kernel.0 * kernel.1 * site.shape[0],
+                kernel.0 * kernel.1 * features,
+            ),
+            use_bias,
+        ),
     };
     Some((layer, out))
 }

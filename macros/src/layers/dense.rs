@@ -6,6 +6,7 @@
 use crate::args::{Bound, Sig};
 use crate::ctxt::Ctxt;
 use crate::gen::lit;
+use crate::init::{self, Fill};
 use crate::paths;
 use crate::rules::Site;
 use crate::shape;
@@ -13,7 +14,14 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["features", "use_bias", "name", "axis"],
+    params: &[
+        "features",
+        "use_bias",
+        "name",
+        "axis",
+        "kernel_init",
+        "bias_init",
+    ],
     required: &["features"],
     example: "Dense(features = 10)(x)",
 };
@@ -25,7 +33,10 @@ pub struct Dense {
     use_bias: bool,
     /// `axis = -3` on a `[c, h, w]` map: its height and width.
     on_channels: Option<(usize, usize)>,
+    /// `kernel_init`, `bias_init`.
+    pub fills: Vec<Fill>,
 }
+
 
 /// `[.., f]` → `[.., features]` on `[f]` or `[seq, f]`.
 pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>)> {
@@ -62,6 +73,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>
             features,
             use_bias,
             on_channels,
+            fills: init::weight_and_bias(b, cx, (site.shape[0], features), use_bias),
         };
         return Some((layer, vec![features, h, w]));
     }
@@ -73,6 +85,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>
             features,
             use_bias,
             on_channels: None,
+            fills: init::weight_and_bias(b, cx, (inputs, features), use_bias),
         },
         out,
     ))

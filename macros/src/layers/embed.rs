@@ -11,7 +11,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["num_embeddings", "features", "name"],
+    params: &["num_embeddings", "features", "name", "embedding_init"],
     required: &["num_embeddings", "features"],
     example: "Embed(num_embeddings = 1000, features = 32)(tokens)",
 };
@@ -20,6 +20,8 @@ pub const SIG: Sig = Sig {
 pub struct Embed {
     vocab: usize,
     features: usize,
+    /// `embedding_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// `[seq]` token ids → `[seq, features]`.
@@ -29,7 +31,21 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Embed, Vec<usize>
     let (vocab, features) = (vocab?, features?);
     let mut out = site.shape.to_vec();
     out.push(features);
-    Some((Embed { vocab, features }, out))
+    // Flax's `(num_embeddings, features)` table, its layout here too:
+    // fans by Flax's default axes.
+    let mut fills = Vec::new();
+    let table = crate::init::Target::Kernel {
+        fan_in: vocab,
+        fan_out: features,
+        out_first: false,
+    };
+    crate::init::read(b, cx, "embedding_init", table, quote!(embedding), &mut fills);
+    let embed = Embed {
+        vocab,
+        features,
+        fills,
+    };
+    Some((embed, out))
 }
 
 impl Embed {

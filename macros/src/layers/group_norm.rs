@@ -10,7 +10,14 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["num_groups", "group_size", "epsilon", "name"],
+    params: &[
+        "num_groups",
+        "group_size",
+        "epsilon",
+        "name",
+        "scale_init",
+        "bias_init",
+    ],
     required: &[],
     example: "GroupNorm(num_groups = 8)(x)",
 };
@@ -20,6 +27,8 @@ pub struct GroupNorm {
     channels: usize,
     groups: usize,
     epsilon: f64,
+    /// `scale_init`, `bias_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// How the channels are split: Flax takes one or the other.
@@ -63,6 +72,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(GroupNorm, Vec<us
             channels: c,
             groups,
             epsilon: epsilon?,
+            fills: crate::init::norm(b, cx, quote!(scale), Some(quote!(bias))),
         },
         site.shape.to_vec(),
     ))

@@ -10,7 +10,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["epsilon", "name"],
+    params: &["epsilon", "name", "scale_init", "bias_init"],
     required: &[],
     example: "LayerNorm()(x)",
 };
@@ -19,6 +19,8 @@ pub const SIG: Sig = Sig {
 pub struct LayerNorm {
     features: usize,
     epsilon: f64,
+    /// `scale_init`, `bias_init` (dfdx's `gamma` and `beta`).
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// Unchanged shape.
@@ -29,6 +31,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(LayerNorm, Vec<us
         LayerNorm {
             features,
             epsilon: epsilon?,
+            fills: crate::init::norm(b, cx, quote!(gamma), Some(quote!(beta))),
         },
         site.shape.to_vec(),
     ))

@@ -254,6 +254,36 @@ impl Layer {
         }
     }
 
+    /// Statements that fill the built field `__f` (a `&mut`) with the
+    /// initialisers the call gave (`kernel_init = ..`), each ending in `?`;
+    /// a nested model's own, through its `Initialize`.
+    pub fn initialize(&self) -> Vec<TokenStream> {
+        let fills = match self {
+            Layer::Dense(l) => &l.fills,
+            Layer::Conv(l) => &l.fills,
+            Layer::ConvTranspose(l) => &l.fills,
+            Layer::BatchNorm(l) => &l.fills,
+            Layer::LayerNorm(l) => &l.fills,
+            Layer::RmsNorm(l) => &l.fills,
+            Layer::GroupNorm(l) => &l.fills,
+            Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => &l.fills,
+            Layer::Embed(l) => &l.fills,
+            Layer::Rnn(l) => &l.fills,
+            Layer::Nested(_) => {
+                let rt = paths::compact();
+                return vec![quote!(#rt::Initialize::<E, D>::try_initialize(__f)?;)];
+            }
+            Layer::Remat(l) => {
+                let stmts = l.initialize();
+                return match stmts.is_empty() {
+                    true => stmts,
+                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
+                };
+            }
+        };
+        fills.iter().map(crate::init::Fill::stmt).collect()
+    }
+
     /// The statement that adds the layer's leaves to the Flax tree `__out`
     /// (a `FlaxLeaves`) under flaxen field `key` and Flax module `flax`;
     /// `flattened` is the `[c, h, w]` map a `Dense` reads through a

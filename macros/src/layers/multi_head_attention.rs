@@ -20,6 +20,8 @@ pub const PARAMS: &[&str] = &[
     "out_features",
     "dropout_rate",
     "name",
+    "kernel_init",
+    "bias_init",
 ];
 
 pub const SIG: Sig = Sig {
@@ -36,6 +38,8 @@ pub struct Attention {
     heads: usize,
     out: usize,
     dropout: f64,
+    /// `kernel_init`, `bias_init`, on each projection.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// `[Q, fq]` (and `[K, fkv]`) → `[Q, out_features]`.
@@ -81,6 +85,30 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
             return None;
         }
     }
+    // Flax's DenseGeneral kernels are `(in, heads, head_dim)` and
+    // `(heads, head_dim, out)`, flattened to `(in, out)` before the
+    // initialiser sees them: the fans are the projections' in and out.
+    let mut fills = Vec::new();
+    let projections = [
+        (quote!(query), fq, qkv),
+        (quote!(key), kv[1], qkv),
+        (quote!(value), kv[1], qkv),
+        (quote!(out), qkv, out),
+    ];
+    if let Some(init) = crate::init::get(b, cx, "kernel_init", false) {
+        for (p, fan_in, fan_out) in &projections {
+            let (fan_in, fan_out, out_first) = (*fan_in, *fan_out, true);
+            let target = crate::init::Target::Kernel { fan_in, fan_out, out_first };
+            let path = quote!(#p.weight);
+            fills.push(crate::init::Fill { path, init: init.clone(), target });
+        }
+    }
+    if let Some(init) = crate::init::get(b, cx, "bias_init", true) {
+        for (p, ..) in &projections {
+            let (path, target) = (quote!(#p.bias), crate::init::Target::Vector);
+            fills.push(crate::init::Fill { path, init: init.clone(), target });
+        }
+    }
     let layer = Attention {
         q_features: fq,
         kv_features: kv[1],
@@ -88,6 +116,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
         heads,
         out,
         dropout,
+        fills,
     };
     Some((layer, vec![site.shape[0], out]))
 }

@@ -10,7 +10,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["epsilon", "name"],
+    params: &["epsilon", "name", "scale_init"],
     required: &[],
     example: "RMSNorm()(x)",
 };
@@ -19,6 +19,8 @@ pub const SIG: Sig = Sig {
 pub struct RmsNorm {
     features: usize,
     epsilon: f64,
+    /// `scale_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// Unchanged shape.
@@ -29,6 +31,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(RmsNorm, Vec<usiz
         RmsNorm {
             features,
             epsilon: epsilon?,
+            fills: crate::init::norm(b, cx, quote!(scale), None),
         },
         site.shape.to_vec(),
     ))

@@ -20,7 +20,13 @@ pub const SIG: Sig = Sig {
 
 /// The signature of a cell: `LSTMCell(features)`.
 pub const CELL: Sig = Sig {
-    params: &["features"],
+    params: &[
+        "features",
+        "name",
+        "kernel_init",
+        "recurrent_kernel_init",
+        "bias_init",
+    ],
     required: &["features"],
     example: "LSTMCell(features = 64)",
 };
@@ -33,6 +39,8 @@ pub struct Rnn {
     return_carry: bool,
     reverse: bool,
     keep_order: bool,
+    /// The cell's `kernel_init`, `recurrent_kernel_init`, `bias_init`.
+    pub fills: Vec<crate::init::Fill>,
 }
 
 /// `[seq, f]` → `[seq, features]`, or `[features]` with `return_carry`
@@ -46,7 +54,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Rnn, Vec<usize>)>
         site.wrong_input(cx, "RNN", "[seq, features]", "");
         return None;
     }
-    let ((cell, features), return_carry, reverse, keep_order) =
+    let ((cell, features, inits), return_carry, reverse, keep_order) =
         (cell?, return_carry?, reverse?, keep_order?);
     if keep_order && !reverse {
         if let Some(a) = b.get("keep_order") {
@@ -59,6 +67,7 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Rnn, Vec<usize>)>
     } else {
         vec![site.shape[0], features]
     };
+    let fills = fills(cell, site.shape[1], features, inits);
     let rnn = Rnn {
         cell,
         inputs: site.shape[1],
@@ -66,8 +75,50 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Rnn, Vec<usize>)>
         return_carry,
         reverse,
         keep_order,
+        fills,
     };
     Some((rnn, out))
+}
+
+/// Where Flax's cells use each of their initialisers: `kernel_init` on
+/// the input kernels, `recurrent_kernel_init` on the hidden ones,
+/// `bias_init` on every bias (the LSTM's hidden gates, the GRU's input
+/// gates and `hn`, the simple cell's input).
+fn fills(
+    cell: CellKind,
+    inputs: usize,
+    features: usize,
+    [kernel, recurrent, bias]: [Option<crate::init::Init>; 3],
+) -> Vec<crate::init::Fill> {
+    use crate::init::{Fill, Target};
+    let (i, h) = (inputs, features);
+    let (input, hidden, biased): (&[&str], &[&str], &[&str]) = match cell {
+        CellKind::Lstm => (
+            &["ii", "if_", "ig", "io"],
+            &["hi", "hf", "hg", "ho"],
+            &["hi", "hf", "hg", "ho"],
+        ),
+        CellKind::Gru => (&["ir", "iz", "in_"], &["hr", "hz", "hn"], &["ir", "iz", "in_", "hn"]),
+        CellKind::Simple => (&["i"], &["h"], &["i"]),
+    };
+    let mut out = Vec::new();
+    let mut add = |init: &Option<crate::init::Init>, gates: &[&str], target, tensor: &str| {
+        let Some(init) = init else { return };
+        for g in gates {
+            let (g, t) = (quote::format_ident!("{g}"), quote::format_ident!("{tensor}"));
+            let path = quote!(cell.#g.#t);
+            out.push(Fill { path, init: init.clone(), target });
+        }
+    };
+    let kernel_of = |fan_in| Target::Kernel {
+        fan_in,
+        fan_out: h,
+        out_first: true,
+    };
+    add(&kernel, input, kernel_of(i), "weight");
+    add(&recurrent, hidden, kernel_of(h), "weight");
+    add(&bias, biased, Target::Vector, "bias");
+    out
 }
 
 /// The field name's stem: the cell's, as in Flax, where the cell owns the
@@ -79,7 +130,7 @@ pub fn base_name(b: &Bound) -> Option<String> {
 /// The Flax class that holds the parameters: the cell's (`LSTMCell`).
 pub fn class(b: &Bound) -> Option<&'static str> {
     match b.get("cell").map(|a| &a.val) {
-        Some(crate::value::Val::Cell(k, _)) => Some(k.name()),
+        Some(crate::value::Val::Cell(k, ..)) => Some(k.name()),
         _ => None,
     }
 }

@@ -471,6 +471,14 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
             )),
         };
     }
+    if let Some(init) = crate::symbol::InitKind::from_name(&last) {
+        return match applied {
+            false => Callee::Init(init),
+            true => Callee::Unknown(format!(
+                "`{last}(..)` is an initialiser, the value of an argument such as `kernel_init = {last}(..)`; it is not applied to a tensor"
+            )),
+        };
+    }
     if let Some(cell) = CellKind::from_name(&last) {
         return match applied {
             false => Callee::Cell(cell),
@@ -580,7 +588,8 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
             if let Some(kind) = transform(&c.func) {
                 return Err(super::transform::not_applied(kind, c));
             }
-            if c.args.is_empty() {
+            let init = crate::symbol::InitKind::from_name(&last).is_some();
+            if c.args.is_empty() && !init {
                 let msg = if last.starts_with(char::is_uppercase) {
                     format!("`{last}()` builds a layer; apply it to its input: `{last}()(x)`")
                 } else {
@@ -588,9 +597,9 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
                 };
                 return Err(Error::new_spanned(&tokens, msg));
             }
-            if let syn::Expr::Assign(_) = &c.args[0] {
-                if OpKind::from_name(&last).is_some() {
-                    return Err(Error::new_spanned(&c.args[0], format!("the first argument of `{last}` is its input tensor, e.g. `{last}(x, ..)`")));
+            if let Some(syn::Expr::Assign(first)) = c.args.first() {
+                if OpKind::from_name(&last).is_some() && !init {
+                    return Err(Error::new_spanned(first, format!("the first argument of `{last}` is its input tensor, e.g. `{last}(x, ..)`")));
                 }
             }
             Ok(Expr::Call {

@@ -20,11 +20,8 @@
 //! the recurrent products and the elementwise gate arithmetic.
 //! `examples/bench_layers.rs` measures it.
 
-use crate::dtype::scalar;
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
 use dfdx::prelude::*;
-use rand::Rng;
-use rand_distr::{Distribution, StandardNormal};
 
 use super::{Dense, FlaxenDevice, UnbiasedDense};
 
@@ -461,51 +458,11 @@ where
 
 impl<C, const R: bool, const K: bool, const RC: bool> NonMutableModule for Rnn<C, R, K, RC> {}
 
-/// A standard normal draw in any dtype.
-struct Normal01;
-
-impl<E: Dtype> Distribution<E> for Normal01 {
-    fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> E {
-        let z: f64 = StandardNormal.sample(rng);
-        scalar::<E>(z)
-    }
-}
-
-/// Flax's `orthogonal()` init (scale 1) of a square recurrent kernel: a
-/// uniformly (Haar) distributed orthogonal matrix, from Gram-Schmidt on the
-/// rows of a standard normal one (QR with a positive diagonal, as
-/// `jax.random.orthogonal`). Transposing keeps it orthogonal, so the layout
-/// does not matter.
+/// Flax's `orthogonal()` init (scale 1) of a square recurrent kernel.
 fn orthogonal<const H: usize, E: Dtype, D: Device<E>>(
     t: &mut Tensor<Rank2<H, H>, E, D>,
 ) -> Result<(), D::Err> {
-    t.try_fill_with_distr(Normal01)?;
-    let mut a: Vec<f64> = t
-        .as_vec()
-        .iter()
-        .map(|v| v.to_f64().unwrap_or(0.0))
-        .collect();
-    for i in 0..H {
-        for j in 0..i {
-            let dot: f64 = (0..H).map(|k| a[i * H + k] * a[j * H + k]).sum();
-            for k in 0..H {
-                a[i * H + k] -= dot * a[j * H + k];
-            }
-        }
-        let norm = (0..H).map(|k| a[i * H + k].powi(2)).sum::<f64>().sqrt();
-        for k in 0..H {
-            // A draw in the span of the rows before it has probability 0;
-            // a unit row keeps the result finite if it happens anyway.
-            a[i * H + k] = if norm > 0.0 {
-                a[i * H + k] / norm
-            } else {
-                f64::from(u8::from(k == i))
-            };
-        }
-    }
-    let a: Vec<E> = a.into_iter().map(|v| scalar::<E>(v)).collect();
-    t.copy_from(&a);
-    Ok(())
+    crate::init::Init::Orthogonal { scale: 1.0 }.try_fill(t, crate::init::Fans::out_first(H, H))
 }
 
 /// The fields of a cell inside `Rnn`: input layers as modules (their own
