@@ -238,6 +238,8 @@ pub enum Callee {
     Cell(CellKind),
     /// One of Flax's initialisers (`xavier_uniform()`).
     Init(crate::symbol::InitKind),
+    /// `param(name, init, shape)`: a declared parameter.
+    Param,
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

@@ -143,21 +143,6 @@ impl Fans {
             out_first: true,
         }
     }
-
-    /// The fans Flax computes for a tensor of Flax's `shape` (`in_axis =
-    /// -2`, `out_axis = -1`, the rest a receptive field), for a declared
-    /// parameter. A vector's fans are its length (Flax refuses fan-based
-    /// initialisers on it; the macro does too).
-    pub fn of_shape(shape: &[usize]) -> Self {
-        match shape {
-            [] => Self::new(1, 1),
-            [n] => Self::new(*n, *n),
-            [.., i, o] => {
-                let field: usize = shape[..shape.len() - 2].iter().product();
-                Self::new(i * field, o * field)
-            }
-        }
-    }
 }
 
 impl Init {

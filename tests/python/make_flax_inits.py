@@ -87,9 +87,10 @@ JSON: "versions" (jax, jaxlib, flax, numpy); "variance_scaling_accepts"
 - orthogonal leaves also: "orthogonality_error" = max |G - scale^2 I| of
   Flax's draw (float64), M the draw reshaped (prod(shape[:-1]),
   shape[-1]) and G the smaller Gram matrix (M^T M if M has at least as many
-  rows as columns, else M M^T); "expected_rms" = scale * sqrt(min(r, c) /
-  (r * c)), the exact root mean square of any such matrix (its squares sum
-  to min(r, c) scale^2), for which "expected_std" is null.
+  rows as columns, else M M^T), and "expected_rms" = scale * sqrt(min(r,
+  c) / (r * c)), the exact root mean square of any such (r, c) matrix (its
+  squares sum to min(r, c) scale^2). Their "expected_std" is null and
+  "expected_mean" 0.
 
 The formulas (jax/_src/nn/initializers.py and jax/_src/random/core.py of
 jax 0.10.2, read for this):
@@ -104,10 +105,10 @@ jax 0.10.2, read for this):
   Phi(b) - Phi(a), the mean is stddev * (phi(a) - phi(b)) / Z and the
   variance stddev^2 * (1 + (a phi(a) - b phi(b)) / Z - ((phi(a) - phi(b)) /
   Z)^2). `stddev` is NOT corrected for the truncation (the docstring says
-  so): truncated_normal(0.5, -1, 3) has mean 0.1434 and std 0.3460. The
-  sample is sqrt(2) erfinv(u), u uniform in [erf(a / sqrt 2), erf(b / sqrt
-  2)), clipped to the open interval (nextafter(a, +inf), nextafter(b,
-  -inf)) before the multiplication.
+  so): truncated_normal(0.5, -1, 3) has mean 0.1414 and std 0.3925, not 0
+  and 0.5. The sample is sqrt(2) erfinv(u), u uniform in [erf(a / sqrt 2),
+  erf(b / sqrt 2)), clipped to the open interval (nextafter(a, +inf),
+  nextafter(b, -inf)) before the multiplication.
 - variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1,
   batch_axis=()): `_compute_fans`: in_size = shape[in_axis], out_size =
   shape[out_axis] (products over sequences of axes), receptive_field =
@@ -196,11 +197,13 @@ recurrent.py, normalization.py, read for this):
 
 Checks made as the script runs (it stops on a failure): the leaves found
 are exactly the leaves described; every param leaf is redrawn from the
-PRNG key Flax gave its initialiser, with the initialiser as described
-here, on the "init_shape" given here and reshaped to Flax's shape, and
-must equal Flax's draw bit for bit (this proves the DenseGeneral
-flattening and every description); constants are exact; every draw lies
-in its support; |mean - expected_mean| <= 6 expected_std / sqrt(n) and
+PRNG key Flax gave its initialiser (caught by wrapping
+`flax.core.scope.Scope.param` for the `init` call only), with the
+initialiser as described here, on the "init_shape" given here and reshaped
+to Flax's shape, and must equal Flax's draw bit for bit (this proves the
+DenseGeneral flattening and every description; with the unflattened
+shapes the first attention kernel differs); constants are exact (in
+float32); every draw lies in its support; |mean - expected_mean| <= 6 expected_std / sqrt(n) and
 |std / expected_std - 1| <= 6 / sqrt(n) (loose for the small leaves);
 orthogonality_error < 1e-5.
 """

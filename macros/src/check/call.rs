@@ -34,6 +34,7 @@ impl Checker<'_> {
             Callee::Layer(kind) => self.layer(*kind, args, inputs.unwrap_or_default(), tokens),
             Callee::Op(kind) => self.op(*kind, args, tokens),
             Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
+            Callee::Param => self.param(args, tokens),
             Callee::Init(kind) => {
                 let vals = self.eval_args(args);
                 let sig = crate::init::sig(*kind);
@@ -216,6 +217,26 @@ impl Checker<'_> {
             return None;
         }
         Some((format_ident!("{}", name), flax))
+    }
+
+    /// `param(name, init, shape)`: a field of the declared tensor, and a
+    /// step of its value.
+    fn param(&mut self, args: &[Arg], tokens: &TokenStream) -> Val {
+        let vals = self.eval_args(args);
+        if vals.len() != 3 || vals.iter().any(|a| a.key.is_some()) {
+            let example = layers::param::EXAMPLE;
+            self.cx.error_at(tokens, format!("`param` takes its name, initialiser and shape, in that order and without keywords, as Flax's `self.param`: `{example}`"));
+            return Val::Poison;
+        }
+        let name = self.field_name("param", ("param", true), Some(&vals[0]), tokens);
+        let checked = layers::param::check(&vals[1], &vals[2], &mut self.cx);
+        match (name, checked) {
+            (Some(n), Some(p)) => {
+                let out = p.value_shape();
+                self.add_field(n, Layer::Param(p), Vec::new(), out)
+            }
+            _ => Val::Poison,
+        }
     }
 
     fn add_field(

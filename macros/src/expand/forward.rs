@@ -73,6 +73,14 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             stmts.push(quote!(let __t0 = #dfdx::tensor::PutTape::put_tape(__t0, __tape);));
         }
     }
+    // The batch a declared parameter's value is broadcast over.
+    let params = plan
+        .fields
+        .iter()
+        .any(|f| matches!(f.layer, crate::layers::Layer::Param(_)));
+    if params {
+        stmts.push(quote!(let __batch = #dfdx::shapes::HasShape::shape(&__t0).0;));
+    }
     for (k, step) in plan.steps.iter().enumerate().skip(n) {
         let out = step.ty();
         let inputs = step.kind.inputs();
@@ -116,6 +124,9 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             }
             Kind::Field { field, .. } => {
                 let field = &plan.fields[*field];
+                if let crate::layers::Layer::Param(p) = &field.layer {
+                    p.value(&field.name)
+                } else {
                 let (ty, n) = (field.layer.ty(), &field.name);
                 let r = mode.by_ref();
                 let (in_ty, x) = match &args[..] {
@@ -129,6 +140,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 let (value, w) = mode.apply(&ty, quote!(#r self.#n), x, &in_ty, &out);
                 wheres.push(w);
                 value
+                }
             }
             Kind::Op { op, .. } => {
                 let (value, w) = op.expand(

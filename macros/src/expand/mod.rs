@@ -53,7 +53,10 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     let visits = fields.iter().map(|f| {
         let n = &f.name;
         let key = n.to_string();
-        quote!(Self::module(#key, |s| &s.#n, |s| &mut s.#n))
+        match &f.layer {
+            crate::layers::Layer::Param(p) => p.visit(&key, n),
+            _ => quote!(Self::module(#key, |s| &s.#n, |s| &mut s.#n)),
+        }
     });
     let visit_tuple = nest(visits.collect());
     let pattern = nest(fnames.iter().map(|n| quote!(#n)).collect());

@@ -17,6 +17,7 @@ mod group_norm;
 mod layer_norm;
 mod multi_head_attention;
 mod nested;
+pub mod param;
 mod rms_norm;
 mod rnn;
 mod self_attention;
@@ -59,6 +60,8 @@ pub enum Layer {
     Rnn(rnn::Rnn),
     /// Another `#[compact]` model, instantiated for this call.
     Nested(Nested),
+    /// `param("cls", zeros, (1, 1, c))`: a declared tensor.
+    Param(param::Param),
     /// `remat(..)` of a layer or nested model: the runtime's `Remat`.
     Remat(Box<Layer>),
 }
@@ -221,6 +224,7 @@ impl Layer {
             Layer::Embed(l) => l.ty(),
             Layer::Rnn(l) => l.ty(),
             Layer::Nested(l) => l.ty(),
+            Layer::Param(l) => l.ty(),
             Layer::Remat(l) => {
                 let (rt, inner) = (paths::layers(), l.ty());
                 quote!(#rt::Remat<#inner>)
@@ -250,7 +254,8 @@ impl Layer {
             | Layer::ConvTranspose(_)
             | Layer::Embed(_)
             | Layer::Rnn(_)
-            | Layer::Nested(_) => Vec::new(),
+            | Layer::Nested(_)
+            | Layer::Param(_) => Vec::new(),
         }
     }
 
@@ -269,6 +274,8 @@ impl Layer {
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => &l.fills,
             Layer::Embed(l) => &l.fills,
             Layer::Rnn(l) => &l.fills,
+            // Drawn by its `TensorCollection` visit, on build and reset.
+            Layer::Param(_) => return Vec::new(),
             Layer::Nested(_) => {
                 let rt = paths::compact();
                 return vec![quote!(#rt::Initialize::<E, D>::try_initialize(__f)?;)];
@@ -305,6 +312,7 @@ impl Layer {
                 let ty = l.ty();
                 return quote!(__out.nested::<#ty>(#key, #flax););
             }
+            Layer::Param(_) => return quote!(__out.param(#key, #flax);),
             // `remat` adds no level on either side.
             Layer::Remat(l) => return l.flax(key, flax, flattened),
         };
@@ -325,6 +333,7 @@ impl Layer {
             Layer::Embed(l) => l.params(),
             Layer::Rnn(l) => l.params(),
             Layer::Nested(l) => l.params,
+            Layer::Param(l) => l.params(),
             Layer::Remat(l) => l.params(),
         }
     }
@@ -350,6 +359,7 @@ impl Layer {
             Layer::Embed(l) => l.doc(),
             Layer::Rnn(l) => l.doc(),
             Layer::Nested(l) => format!("`{}`", l.path),
+            Layer::Param(l) => l.doc(),
             Layer::Remat(l) => format!("`remat` of {}", l.doc()),
         }
     }

@@ -278,6 +278,9 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
             if matches!(strip(&f.base), syn::Expr::Path(p) if p.path.is_ident("self")) {
                 return Ok(Expr::SelfField(member.clone(), tokens()));
             }
+            if let Some(msg) = init_prefix(&f.base, &member.to_string(), false) {
+                return Err(Error::new_spanned(&f.base, msg));
+            }
             Ok(Expr::Field { base: Box::new(parse_expr(&f.base)?), member: member.clone(), tokens: tokens() })
         }
         syn::Expr::Index(i) => {
@@ -377,6 +380,12 @@ fn binop(op: syn::BinOp) -> Result<BinOp> {
 /// flaxen spelling.
 pub(super) fn method_call(m: &syn::ExprMethodCall) -> Error {
     let method = m.method.to_string();
+    if let Some(msg) = init_prefix(&m.receiver, &method, true) {
+        return Error::new_spanned(&m.receiver, msg);
+    }
+    if method == "param" && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("self")) {
+        return Error::new_spanned(&m.receiver, "drop `self.`: a declared parameter is `param(\"name\", init, shape)`, e.g. `param(\"cls\", zeros, (1, 1, 64))`");
+    }
     if let syn::Expr::Path(p) = strip(&m.receiver) {
         if let Some(prefix) = p
             .path
@@ -397,6 +406,17 @@ pub(super) fn method_call(m: &syn::ExprMethodCall) -> Error {
         _ => format!("method calls are not part of the model language (`.{method}()`); {EXPR_HELP}"),
     };
     Error::new_spanned(&m.method, msg)
+}
+
+/// The message for `nn.initializers.zeros` and `nn.initializers.normal(..)`
+/// (`called`): initialisers are plain words too.
+fn init_prefix(base: &syn::Expr, word: &str, called: bool) -> Option<String> {
+    let prefix = compact(&base.to_token_stream());
+    if !prefix.ends_with("initializers") || crate::symbol::InitKind::from_name(word).is_none() {
+        return None;
+    }
+    let args = if called { "(..)" } else { "" };
+    Some(format!("drop the `{prefix}.` prefix: Flax's initialisers are plain names, `{word}{args}`"))
 }
 
 /// The transform `func` names, if it is the bare word (`remat`).
@@ -469,6 +489,12 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
                 "a layer or model is built, then applied to its input: `{}(..)(x)`",
                 compact(&path.to_token_stream())
             )),
+        };
+    }
+    if last == "param" {
+        return match applied {
+            false => Callee::Param,
+            true => Callee::Unknown("`param(name, init, shape)` declares a parameter, whose value is used as a tensor: `let cls = param(\"cls\", zeros, (1, 1, 64));`".into()),
         };
     }
     if let Some(init) = crate::symbol::InitKind::from_name(&last) {

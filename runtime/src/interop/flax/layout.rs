@@ -298,6 +298,27 @@ impl FlaxLeaves {
         }
     }
 
+    /// A declared parameter (`param("cls", zeros, (1, 1, c))`): flaxen
+    /// key `key`, Flax name `flax`, held as Flax holds it.
+    ///
+    /// ```
+    /// use flaxen_runtime::interop::flax::FlaxLeaves;
+    ///
+    /// let mut t = FlaxLeaves::new();
+    /// t.param("cls", "cls");
+    /// assert_eq!(t.leaves()[0].flax_path(), "params/cls");
+    /// ```
+    pub fn param(&mut self, key: &str, flax: &str) {
+        let keys = self.key.iter().map(String::as_str).chain([key]);
+        let path = self.path.iter().map(String::as_str).chain([flax]);
+        self.leaves.push(FlaxLeaf {
+            key: keys.collect::<Vec<_>>().join("."),
+            path: path.map(str::to_owned).collect(),
+            collection: Collection::Params,
+            layout: Layout::Keep,
+        });
+    }
+
     /// A nested model `M`, flaxen field `key`, Flax module `flax`.
     pub fn nested<M: FlaxLayout + ?Sized>(&mut self, key: &str, flax: &str) {
         self.key.push(key.to_owned());
