@@ -203,7 +203,7 @@ pub fn call(kind: InitKind, b: &Bound, call: &TokenStream, cx: &mut Ctxt) -> Opt
 }
 
 const MODES: &[&str] = &["fan_in", "fan_out", "fan_avg", "fan_geo_avg"];
-const DISTS: &[&str] = &["truncated_normal", "normal", "untruncated_normal", "uniform"];
+const DISTS: &[&str] = &["truncated_normal", "normal", "uniform"];
 
 /// One of `choices`, written as a string (`"fan_in"`).
 fn word(a: &ArgVal, what: &str, choices: &'static [&'static str]) -> syn::Result<&'static str> {

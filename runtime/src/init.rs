@@ -13,7 +13,7 @@
 //! | `normal(stddev = 0.01)` | `N(0, stddev²)` |
 //! | `uniform(scale = 0.01)` | `U[0, scale)` |
 //! | `truncated_normal(stddev = 0.01, lower = -2, upper = 2)` | `stddev · z`, `z` a standard normal truncated to `[lower, upper]` |
-//! | `variance_scaling(scale, mode, distribution)` | variance `scale / fan` (`fan_in`, `fan_out`, `fan_avg` or `fan_geo_avg`): `"truncated_normal"` is a standard normal truncated to `[-2, 2]` times `sqrt(variance) / 0.8796…` (the truncated normal's std), `"normal"` (or `"untruncated_normal"`) is `N(0, variance)`, `"uniform"` is `U(-sqrt(3 variance), sqrt(3 variance))` |
+//! | `variance_scaling(scale, mode, distribution)` | variance `scale / fan` (`fan_in`, `fan_out`, `fan_avg` or `fan_geo_avg`): `"truncated_normal"` is a standard normal truncated to `[-2, 2]` times `sqrt(variance) / 0.8796…` (the truncated normal's std), `"normal"` is `N(0, variance)`, `"uniform"` is `U(-sqrt(3 variance), sqrt(3 variance))` |
 //! | `lecun_normal()`, `lecun_uniform()` | `variance_scaling(1, "fan_in", "truncated_normal" / "uniform")` |
 //! | `xavier_normal()`, `xavier_uniform()` (`glorot_`) | `variance_scaling(1, "fan_avg", ..)` |
 //! | `he_normal()`, `he_uniform()` (`kaiming_`) | `variance_scaling(2, "fan_in", ..)` |
@@ -63,7 +63,7 @@ pub enum FanDistribution {
     /// `"truncated_normal"`: truncated to two standard deviations, rescaled
     /// to the variance asked for.
     TruncatedNormal,
-    /// `"normal"` (also `"untruncated_normal"`).
+    /// `"normal"`, untruncated.
     Normal,
     /// `"uniform"`
     Uniform,

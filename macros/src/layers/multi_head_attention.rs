@@ -20,6 +20,7 @@ pub const PARAMS: &[&str] = &[
     "out_features",
     "dropout_rate",
     "name",
+    "broadcast_dropout",
     "kernel_init",
     "bias_init",
 ];
@@ -38,6 +39,7 @@ pub struct Attention {
     heads: usize,
     out: usize,
     dropout: f64,
+    broadcast_dropout: bool,
     /// `kernel_init`, `bias_init`, on each projection.
     pub fills: Vec<crate::init::Fill>,
 }
@@ -59,6 +61,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
             None
         }
     });
+    let broadcast_dropout = b.or(cx, "broadcast_dropout", true, |a| a.boolean("`broadcast_dropout`"))?;
     let kv = site.extra.first().unwrap_or(&site.shape.to_vec()).clone();
     for (shape, which) in [(site.shape, "queries'"), (&kv[..], "keys'")] {
         if shape.len() != 2 {
@@ -116,6 +119,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
         heads,
         out,
         dropout,
+        broadcast_dropout,
         fills,
     };
     Some((layer, vec![site.shape[0], out]))
@@ -141,12 +145,15 @@ impl Attention {
     }
 
     pub fn init(&self) -> Vec<TokenStream> {
-        let r = self.dropout;
+        let (r, b) = (self.dropout, self.broadcast_dropout);
+        let mut stmts = Vec::new();
         if r > 0.0 {
-            vec![quote!(__f.dropout = #r;)]
-        } else {
-            Vec::new()
+            stmts.push(quote!(__f.dropout = #r;));
         }
+        if !b {
+            stmts.push(quote!(__f.broadcast_dropout = false;));
+        }
+        stmts
     }
 
     pub fn params(&self) -> usize {

@@ -303,6 +303,9 @@ impl Op {
                 Some(ty) => zst(ty),
                 None => (a.call(x), Vec::new()),
             },
+            // Inference (`forward`, with a tape or without) keeps every
+            // value, as Flax's `deterministic=True` does.
+            Op::Dropout(_) if !mode.mutable => (x, Vec::new()),
             Op::Dropout(rate) => {
                 let ty = quote!(#dfdx::nn::modules::Dropout);
                 let p = *rate as f32;

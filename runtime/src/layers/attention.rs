@@ -43,7 +43,8 @@ pub mod builder {
 /// attends uniformly). In `forward_mut` with a tape, the attention weights
 /// are dropped with probability `dropout` and the kept ones scaled by
 /// `1 / (1 - dropout)`, one keep-mask over `[Q, K]` shared by the batch and
-/// the heads (Flax's default `broadcast_dropout=True`); `forward` never
+/// the heads (Flax's default `broadcast_dropout=True`; with
+/// `broadcast_dropout` false, one per example and head); `forward` never
 /// drops.
 ///
 /// The projections are [`Dense`] layers, named and laid out as dfdx's
@@ -87,6 +88,10 @@ pub struct MultiHeadAttention<
     /// Dropout rate of the attention weights in `forward_mut` (Flax's
     /// `dropout_rate`); 0 by default.
     pub dropout: f64,
+    /// Whether one keep-mask over `[Q, K]` serves the whole batch and
+    /// every head (Flax's `broadcast_dropout`, true by default) rather
+    /// than one per example and head.
+    pub broadcast_dropout: bool,
 }
 
 /// Flax linen's `SelfAttention(num_heads = H, qkv_features = QKV,
@@ -147,7 +152,14 @@ attention_generics! { E: Dtype, D: Device<E>> TensorCollection<E, D> for MultiHe
             ),
             // The rate is not a tensor: whoever rebuilds the module (the
             // `#[compact]` expansion) sets it again.
-            |(query, key, value, out)| MultiHeadAttention { query, key, value, out, dropout: 0.0 },
+            |(query, key, value, out)| MultiHeadAttention {
+                query,
+                key,
+                value,
+                out,
+                dropout: 0.0,
+                broadcast_dropout: true,
+            },
         )
     }
 }}
@@ -201,12 +213,13 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         let mut weights = logits.try_softmax::<Axis<3>>()?;
         if train && T::OWNS_TAPE && self.dropout > 0.0 {
             let shape = *weights.shape();
-            let keep = weights
-                .device()
-                .try_ones_like(&(nq, nk))?
-                .try_dropout(self.dropout)?
-                .try_broadcast_like::<_, Axes2<0, 1>>(&shape)?;
-            weights = weights.try_mul(keep)?;
+            let dev = weights.device().clone();
+            weights = if self.broadcast_dropout {
+                let keep = dev.try_ones_like(&(nq, nk))?.try_dropout(self.dropout)?;
+                weights.try_mul(keep.try_broadcast_like::<_, Axes2<0, 1>>(&shape)?)?
+            } else {
+                weights.try_mul(dev.try_ones_like(&shape)?.try_dropout(self.dropout)?)?
+            };
         }
         let joined = weights
             .try_matmul(v)?
