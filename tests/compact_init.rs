@@ -293,3 +293,16 @@ fn initialize_after_reset_params_restores_the_source_initialisers() {
     p.try_reset_params().unwrap();
     assert!(p.c.as_vec().iter().all(|v| *v == 0.3));
 }
+
+/// The same models built on dfdx's `Cuda` device (compiled by CI's
+/// `cuda,ci-check` check, run where a GPU is): the initialisers fill
+/// device memory through the same draws.
+#[cfg(feature = "cuda")]
+#[test]
+fn initialisers_fill_cuda_tensors_as_flax_does() {
+    let dev = Cuda::seed_from_u64(7);
+    let conv = dev.build_module::<InitConv, f64>().to_device(&Cpu::default());
+    compare("InitConv", &flax_tensors(&conv));
+    let params = dev.build_module::<InitParams, f64>().to_device(&Cpu::default());
+    compare("InitParams", &flax_tensors(&params));
+}

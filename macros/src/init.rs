@@ -109,10 +109,13 @@ pub fn bare(kind: InitKind) -> Result<Init, String> {
     match kind {
         InitKind::Zeros => Ok(Init::Constant(0.0)),
         InitKind::Ones => Ok(Init::Constant(1.0)),
-        other => Err(format!(
-            "`{0}` makes an initialiser when called, as in Flax: write `{0}(..)`",
-            other.name()
-        )),
+        other => {
+            let args = if sig(other).params.is_empty() { "()" } else { "(..)" };
+            Err(format!(
+                "`{0}` makes an initialiser when called, as in Flax: write `{0}{args}`",
+                other.name()
+            ))
+        }
     }
 }
 

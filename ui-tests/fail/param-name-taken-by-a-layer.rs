@@ -1,0 +1,14 @@
+use flaxen::prelude::*;
+
+pub struct Vit;
+
+#[compact]
+impl Vit {
+    fn forward(x: Input<4, 16>) {
+        let x = Dense(16, name = "pos")(x);
+        let pos = param("pos", zeros, (1, 4, 16));
+        x + pos
+    }
+}
+
+fn main() {}
