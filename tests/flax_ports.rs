@@ -15,8 +15,7 @@
 //!
 //! Workarounds until the language has the construct (documented at each):
 //! `ActorCritic` returns its two outputs concatenated; `2**i` is a
-//! `match`; `head`'s `kernel_init=zeros` is left out (the loaded weights
-//! replace it anyway).
+//! `match`.
 
 #[path = "common/fixture.rs"]
 mod fixture;
@@ -50,7 +49,7 @@ impl ResNetBlock {
         let y = BatchNorm(momentum = 0.9, epsilon = 1e-5)(y);
         let y = relu(y);
         let y = Conv(filters, (3, 3), use_bias = false)(y);
-        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5)(y);
+        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5, scale_init = zeros_init())(y);
         // `if residual.shape != y.shape`
         let residual = if strides != 1 || residual.shape[-3] != filters {
             let r = Conv(
@@ -308,9 +307,8 @@ impl MixerBlock {
 }
 
 /// vit_jax's `MlpMixer(patches=(4, 4), num_classes=10, num_blocks=2,
-/// hidden_dim=16, tokens_mlp_dim=8, channels_mlp_dim=32)`. Workaround:
-/// `head`'s `kernel_init=zeros` is left out (initialisers are not part of
-/// the language yet; a loaded checkpoint replaces the weights anyway).
+/// hidden_dim=16, tokens_mlp_dim=8, channels_mlp_dim=32)`, its `head`
+/// zero-initialised as in the source.
 pub struct MlpMixer;
 
 #[compact]
@@ -325,7 +323,7 @@ impl MlpMixer {
         }
         let x = LayerNorm(name = "pre_head_layer_norm")(x);
         let x = mean(x, axis = -2);
-        Dense(10, name = "head")(x)
+        Dense(10, name = "head", kernel_init = zeros)(x)
     }
 }
 
