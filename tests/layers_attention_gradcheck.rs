@@ -87,3 +87,32 @@ fn masked_self_attention_and_embed_gradients_match_finite_differences() {
         &numeric_grad(loss, &table),
     );
 }
+
+/// Flax's `use_bias=False`: no bias tensors anywhere, and the gradients of
+/// the queries and of `out`'s kernel still match finite differences.
+#[test]
+fn unbiased_attention_gradients_match_finite_differences() {
+    use flaxen::runtime::layers::Unbiased;
+    let dev = Cpu::seed_from_u64(13);
+    let attn = dev.build_module::<builder::MultiHeadAttention<4, 3, 4, 2, 6, Unbiased>, f64>();
+    assert_eq!(attn.num_trainable_params(), 4 * 4 + 2 * 3 * 4 + 4 * 6);
+    let q: Tensor<Q, f64, _> = dev.sample_normal();
+    let kv: Tensor<Kv, f64, _> = dev.sample_normal();
+    let r: Tensor<Y, f64, _> = dev.sample_normal();
+    let loss = |qs: &[f64], wo: &[f64]| {
+        let mut a = attn.clone();
+        a.out.weight.copy_from(wo);
+        let q: Tensor<Q, f64, _> = dev.tensor_from_vec(qs.to_vec(), Default::default());
+        (a.forward((q, kv.clone())) * r.clone()).sum::<Rank0, _>().array()
+    };
+    let grads = (attn.forward((q.leaky_trace(), kv.clone())) * r.clone())
+        .sum()
+        .backward();
+    let (qs, wo) = (q.as_vec(), attn.out.weight.as_vec());
+    assert_grad("q", &grads.get(&q).as_vec(), &numeric_grad(|v| loss(v, &wo), &qs));
+    assert_grad(
+        "out.weight",
+        &grads.get(&attn.out.weight).as_vec(),
+        &numeric_grad(|v| loss(&qs, v), &wo),
+    );
+}

@@ -21,6 +21,7 @@ pub const PARAMS: &[&str] = &[
     "dropout_rate",
     "name",
     "broadcast_dropout",
+    "use_bias",
     "kernel_init",
     "bias_init",
 ];
@@ -40,6 +41,7 @@ pub struct Attention {
     out: usize,
     dropout: f64,
     broadcast_dropout: bool,
+    use_bias: bool,
     /// `kernel_init`, `bias_init`, on each projection.
     pub fills: Vec<crate::init::Fill>,
 }
@@ -62,6 +64,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
         }
     });
     let broadcast_dropout = b.or(cx, "broadcast_dropout", true, |a| a.boolean("`broadcast_dropout`"))?;
+    let use_bias = b.or(cx, "use_bias", true, |a| a.boolean("`use_bias`"))?;
     let kv = site.extra.first().unwrap_or(&site.shape.to_vec()).clone();
     for (shape, which) in [(site.shape, "queries'"), (&kv[..], "keys'")] {
         if shape.len() != 2 {
@@ -106,7 +109,9 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
             fills.push(crate::init::Fill { path, init: init.clone(), target });
         }
     }
-    if let Some(init) = crate::init::get(b, cx, "bias_init", true) {
+    if let (false, Some(a)) = (use_bias, b.get("bias_init")) {
+        cx.error_at(a, "`bias_init` has no bias to fill: the layer has `use_bias = false`");
+    } else if let Some(init) = crate::init::get(b, cx, "bias_init", true) {
         for (p, ..) in &projections {
             let (path, target) = (quote!(#p.bias), crate::init::Target::Vector);
             fills.push(crate::init::Fill { path, init: init.clone(), target });
@@ -120,6 +125,7 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
         out,
         dropout,
         broadcast_dropout,
+        use_bias,
         fills,
     };
     Some((layer, vec![site.shape[0], out]))
@@ -128,8 +134,8 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
 impl Attention {
     /// Its `FlaxKind`.
     pub fn flax_kind(&self) -> TokenStream {
-        let (fl, heads) = (paths::flax(), lit(self.heads));
-        quote!(#fl::FlaxKind::Attention { heads: #heads })
+        let (fl, heads, bias) = (paths::flax(), lit(self.heads), self.use_bias);
+        quote!(#fl::FlaxKind::Attention { heads: #heads, bias: #bias })
     }
 
     /// The attention weights' dropout rate (0 when off).
@@ -141,7 +147,10 @@ impl Attention {
         let l = paths::layers();
         let (fq, fkv) = (lit(self.q_features), lit(self.kv_features));
         let (q, h, o) = (lit(self.qkv), lit(self.heads), lit(self.out));
-        quote!(#l::MultiHeadAttention<#fq, #fkv, #q, #h, #o, E, D>)
+        match self.use_bias {
+            true => quote!(#l::MultiHeadAttention<#fq, #fkv, #q, #h, #o, E, D>),
+            false => quote!(#l::MultiHeadAttention<#fq, #fkv, #q, #h, #o, E, D, #l::Unbiased>),
+        }
     }
 
     pub fn init(&self) -> Vec<TokenStream> {
@@ -157,14 +166,16 @@ impl Attention {
     }
 
     pub fn params(&self) -> usize {
-        let proj = |f: usize| shape::params(&[f, self.qkv]).saturating_add(self.qkv);
+        let bias = |n: usize| if self.use_bias { n } else { 0 };
+        let proj = |f: usize| shape::params(&[f, self.qkv]).saturating_add(bias(self.qkv));
         proj(self.q_features)
             .saturating_add(proj(self.kv_features).saturating_mul(2))
             .saturating_add(shape::params(&[self.qkv, self.out]))
-            .saturating_add(self.out)
+            .saturating_add(bias(self.out))
     }
 
     pub fn doc(&self, what: &str) -> String {
-        format!("`{what}({} heads, {} qkv features)`", self.heads, self.qkv)
+        let bias = if self.use_bias { "" } else { ", no biases" };
+        format!("`{what}({} heads, {} qkv features{bias})`", self.heads, self.qkv)
     }
 }

@@ -6,12 +6,71 @@ use crate::dtype::scalar;
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, ModuleMut, ModuleVisitor};
 use dfdx::prelude::*;
 
-use super::{Dense, FlaxenDevice};
+use super::{Dense, FlaxenDevice, UnbiasedDense};
+
+/// The projections of an attention layer: [`Dense`] with biases
+/// ([`Biased`], Flax's default) or [`UnbiasedDense`] without
+/// ([`Unbiased`], Flax's `use_bias=False`).
+pub trait Projections: 'static + Clone + Copy + std::fmt::Debug + Default {
+    /// One projection, `I` features to `O`.
+    type Dense<const I: usize, const O: usize, E: Dtype, D: Storage<E>>: Clone
+        + std::fmt::Debug
+        + Project<I, O, E, D>;
+}
+
+/// Projections with biases.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Biased;
+
+/// Projections without biases (Flax's `use_bias=False`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Unbiased;
+
+impl Projections for Biased {
+    type Dense<const I: usize, const O: usize, E: Dtype, D: Storage<E>> = Dense<I, O, E, D>;
+}
+
+impl Projections for Unbiased {
+    type Dense<const I: usize, const O: usize, E: Dtype, D: Storage<E>> = UnbiasedDense<I, O, E, D>;
+}
+
+/// A projection of `[batch, seq, I]` to `[batch, seq, O]`.
+pub trait Project<const I: usize, const O: usize, E: Dtype, D: Storage<E>> {
+    /// Projects every row.
+    fn project<B: Dim, S: Dim, T: Tape<E, D>>(
+        &self,
+        x: Tensor<(B, S, Const<I>), E, D, T>,
+    ) -> Result<Tensor<(B, S, Const<O>), E, D, T>, D::Err>
+    where
+        D: FlaxenDevice<E>;
+}
+
+macro_rules! project {
+    ($dense:ident) => {
+        impl<const I: usize, const O: usize, E: Dtype, D: Storage<E>> Project<I, O, E, D>
+            for $dense<I, O, E, D>
+        {
+            fn project<B: Dim, S: Dim, T: Tape<E, D>>(
+                &self,
+                x: Tensor<(B, S, Const<I>), E, D, T>,
+            ) -> Result<Tensor<(B, S, Const<O>), E, D, T>, D::Err>
+            where
+                D: FlaxenDevice<E>,
+            {
+                self.try_forward(x)
+            }
+        }
+    };
+}
+project!(Dense);
+project!(UnbiasedDense);
 
 /// Builders of the layers.
 pub mod builder {
     /// Builds a [`MultiHeadAttention`](super::MultiHeadAttention) with
-    /// `dev.build_module::<MultiHeadAttention<FQ, FKV, QKV, H, OUT>, E>()`.
+    /// `dev.build_module::<MultiHeadAttention<FQ, FKV, QKV, H, OUT>, E>()`
+    /// (`MultiHeadAttention<FQ, FKV, QKV, H, OUT, Unbiased>` without
+    /// biases).
     #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
     pub struct MultiHeadAttention<
         const FQ: usize,
@@ -19,12 +78,18 @@ pub mod builder {
         const QKV: usize,
         const H: usize,
         const OUT: usize,
-    >;
+        P = super::Biased,
+    >(core::marker::PhantomData<P>);
 
     /// Builds a [`SelfAttention`](super::SelfAttention): attention whose
     /// keys and values come from its queries' input.
-    pub type SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize> =
-        MultiHeadAttention<F, F, QKV, H, OUT>;
+    pub type SelfAttention<
+        const F: usize,
+        const QKV: usize,
+        const H: usize,
+        const OUT: usize,
+        P = super::Biased,
+    > = MultiHeadAttention<F, F, QKV, H, OUT, P>;
 }
 
 /// Flax linen's `MultiHeadDotProductAttention(num_heads = H, qkv_features =
@@ -47,7 +112,8 @@ pub mod builder {
 /// `broadcast_dropout` false, one per example and head); `forward` never
 /// drops.
 ///
-/// The projections are [`Dense`] layers, named and laid out as dfdx's
+/// The projections are [`Dense`] layers (or [`UnbiasedDense`] ones with
+/// `P = Unbiased`, Flax's `use_bias=False`), named and laid out as dfdx's
 /// `Linear` (`query.weight` is `(QKV, FQ)`: Flax's `query.kernel`, `(FQ, H,
 /// QKV / H)`, flattened to `(FQ, QKV)` and transposed) and initialised like
 /// Flax's (lecun_normal with the input's fan-in, zero biases).
@@ -76,15 +142,16 @@ pub struct MultiHeadAttention<
     const OUT: usize,
     E: Dtype,
     D: Storage<E>,
+    P: Projections = Biased,
 > {
     /// Query projection.
-    pub query: Dense<FQ, QKV, E, D>,
+    pub query: P::Dense<FQ, QKV, E, D>,
     /// Key projection.
-    pub key: Dense<FKV, QKV, E, D>,
+    pub key: P::Dense<FKV, QKV, E, D>,
     /// Value projection.
-    pub value: Dense<FKV, QKV, E, D>,
+    pub value: P::Dense<FKV, QKV, E, D>,
     /// Output projection of the joined heads.
-    pub out: Dense<QKV, OUT, E, D>,
+    pub out: P::Dense<QKV, OUT, E, D>,
     /// Dropout rate of the attention weights in `forward_mut` (Flax's
     /// `dropout_rate`); 0 by default.
     pub dropout: f64,
@@ -109,8 +176,15 @@ pub struct MultiHeadAttention<
 /// let grads = y.mean().backward();
 /// let _ = grads.get(&attn.query.weight);
 /// ```
-pub type SelfAttention<const F: usize, const QKV: usize, const H: usize, const OUT: usize, E, D> =
-    MultiHeadAttention<F, F, QKV, H, OUT, E, D>;
+pub type SelfAttention<
+    const F: usize,
+    const QKV: usize,
+    const H: usize,
+    const OUT: usize,
+    E,
+    D,
+    P = Biased,
+> = MultiHeadAttention<F, F, QKV, H, OUT, E, D, P>;
 
 /// The output of attention: `[batch, Q, OUT]` on the queries' tape.
 type Attended<B, Q, const OUT: usize, E, D, T> = Tensor<(B, Q, Const<OUT>), E, D, T>;
@@ -123,48 +197,66 @@ macro_rules! attention_generics {
             const QKV: usize,
             const H: usize,
             const OUT: usize,
+            P: Projections,
             $($rest)*
     };
 }
 
-attention_generics! { E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::MultiHeadAttention<FQ, FKV, QKV, H, OUT>
+attention_generics! { E: Dtype, D: Device<E>> BuildOnDevice<D, E> for builder::MultiHeadAttention<FQ, FKV, QKV, H, OUT, P>
 where
-    MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>: BuildModule<D, E>,
+    MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P>: BuildModule<D, E>,
 {
-    type Built = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>;
+    type Built = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P>;
     fn try_build_on_device(device: &D) -> Result<Self::Built, D::Err> {
         Self::Built::try_build(device)
     }
 }}
 
-attention_generics! { E: Dtype, D: Device<E>> TensorCollection<E, D> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
-    type To<E2: Dtype, D2: Device<E2>> = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E2, D2>;
+/// `TensorCollection` for each kind of projection (the rebuilt module's
+/// fields are that kind's on the new dtype and device).
+macro_rules! collection {
+    ($p:ident) => {
+        impl<
+                const FQ: usize,
+                const FKV: usize,
+                const QKV: usize,
+                const H: usize,
+                const OUT: usize,
+                E: Dtype,
+                D: Device<E>,
+            > TensorCollection<E, D> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, $p>
+        {
+            type To<E2: Dtype, D2: Device<E2>> = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E2, D2, $p>;
 
-    fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
-        visitor: &mut V,
-    ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-        visitor.visit_fields(
-            (
-                Self::module("query", |s| &s.query, |s| &mut s.query),
-                Self::module("key", |s| &s.key, |s| &mut s.key),
-                Self::module("value", |s| &s.value, |s| &mut s.value),
-                Self::module("out", |s| &s.out, |s| &mut s.out),
-            ),
-            // The rate is not a tensor: whoever rebuilds the module (the
-            // `#[compact]` expansion) sets it again.
-            |(query, key, value, out)| MultiHeadAttention {
-                query,
-                key,
-                value,
-                out,
-                dropout: 0.0,
-                broadcast_dropout: true,
-            },
-        )
-    }
-}}
+            fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
+                visitor: &mut V,
+            ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
+                visitor.visit_fields(
+                    (
+                        Self::module("query", |s| &s.query, |s| &mut s.query),
+                        Self::module("key", |s| &s.key, |s| &mut s.key),
+                        Self::module("value", |s| &s.value, |s| &mut s.value),
+                        Self::module("out", |s| &s.out, |s| &mut s.out),
+                    ),
+                    // The rates are not tensors: whoever rebuilds the
+                    // module (the `#[compact]` expansion) sets them again.
+                    |(query, key, value, out)| MultiHeadAttention {
+                        query,
+                        key,
+                        value,
+                        out,
+                        dropout: 0.0,
+                        broadcast_dropout: true,
+                    },
+                )
+            }
+        }
+    };
+}
+collection!(Biased);
+collection!(Unbiased);
 
-attention_generics! { E: Dtype, D: Storage<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
+attention_generics! { E: Dtype, D: Storage<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P> {
     /// Features per head; naming it checks `QKV % H == 0` at compile time.
     pub const HEAD_FEATURES: usize = {
         assert!(
@@ -175,7 +267,7 @@ attention_generics! { E: Dtype, D: Storage<E>> MultiHeadAttention<FQ, FKV, QKV, 
     };
 }}
 
-attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D> {
+attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P> {
     /// The forward pass: `train` drops attention weights (when the rate is
     /// above 0 and `q` carries a tape).
     fn attend<B: Dim, Q: Dim, K: Dim, T: Tape<E, D> + Merge<Tk>, Tk: Tape<E, D>>(
@@ -194,9 +286,9 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         let (q_in, tape) = q_in.split_tape();
         let (kv_in, kv_tape) = kv_in.split_tape();
         let kv_in = kv_in.put_tape(tape.merge(kv_tape));
-        let k = self.key.try_forward(kv_in.with_empty_tape())?;
-        let (v, tape) = self.value.try_forward(kv_in)?.split_tape();
-        let q = self.query.try_forward(q_in.put_tape(tape))?;
+        let k = self.key.project(kv_in.with_empty_tape())?;
+        let (v, tape) = self.value.project(kv_in)?.split_tape();
+        let q = self.query.project(q_in.put_tape(tape))?;
         // [B, S, QKV] -> [B, H, S, QKV / H]
         let q = q
             .try_reshape_like(&(b, nq, Const::<H>, dh))?
@@ -225,7 +317,7 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
             .try_matmul(v)?
             .try_permute::<_, Axes4<0, 2, 1, 3>>()?
             .try_reshape_like(&(b, nq, Const::<QKV>))?;
-        self.out.try_forward(joined)
+        self.out.project(joined)
     }
 }}
 
@@ -234,7 +326,7 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
 macro_rules! forms {
     ($(#[$m:meta])* [$($g:tt)*] $input:ty, ($($pat:tt)*) => ($q:expr, $kv:expr, $mask:expr)) => {
         attention_generics! { $($g)* E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D> + Merge<Tk>>
-            Module<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>
+            Module<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P>
         {
             type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
             type Error = D::Err;
@@ -243,7 +335,7 @@ macro_rules! forms {
             }
         }}
         attention_generics! { $($g)* E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D> + Merge<Tk>>
-            ModuleMut<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D>
+            ModuleMut<$input> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, P>
         {
             type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
             type Error = D::Err;
@@ -257,8 +349,8 @@ macro_rules! forms {
 // Self-attention needs the keys' features to be the queries'.
 macro_rules! self_forms {
     ($input:ty, ($($pat:tt)*) => ($x:ident, $mask:expr)) => {
-        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
-            Module<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D>
+        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, P: Projections, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
+            Module<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D, P>
         {
             type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
             type Error = D::Err;
@@ -266,8 +358,8 @@ macro_rules! self_forms {
                 self.attend($x.with_empty_tape(), $x, $mask, false)
             }
         }
-        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
-            ModuleMut<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D>
+        impl<const F: usize, const QKV: usize, const H: usize, const OUT: usize, P: Projections, B: Dim, Q: Dim, E: Dtype + num_traits::Float, D: FlaxenDevice<E>, T: Tape<E, D>>
+            ModuleMut<$input> for MultiHeadAttention<F, F, QKV, H, OUT, E, D, P>
         {
             type Output = Tensor<(B, Q, Const<OUT>), E, D, T>;
             type Error = D::Err;

@@ -53,7 +53,7 @@ mod remat;
 pub mod resize;
 mod rnn;
 
-pub use attention::{MultiHeadAttention, SelfAttention};
+pub use attention::{Biased, MultiHeadAttention, Project, Projections, SelfAttention, Unbiased};
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
 pub use conv_general::{ConvGeneral2D, UnbiasedConvGeneral2D};
 pub use conv_transpose::{

@@ -100,10 +100,13 @@ pub enum FlaxKind {
     /// `GroupNorm`: `scale`, `bias`.
     GroupNorm,
     /// `MultiHeadDotProductAttention` / `SelfAttention`: `query`, `key`,
-    /// `value` (kernels (F, H, D), biases (H, D)) and `out` (H, D, O).
+    /// `value` (kernels (F, H, D), biases (H, D)) and `out` (H, D, O);
+    /// without biases for Flax's `use_bias=False`.
     Attention {
         /// The number of heads.
         heads: usize,
+        /// Whether the projections have biases.
+        bias: bool,
     },
     /// `Embed`: `embedding`.
     Embed,
@@ -185,7 +188,7 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
             p("scale", vec!["scale"], Layout::Keep),
             p("bias", vec!["bias"], Layout::Keep),
         ],
-        FlaxKind::Attention { heads } => {
+        FlaxKind::Attention { heads, bias } => {
             let mut v = Vec::new();
             for name in ["query", "key", "value"] {
                 v.push(p(
@@ -193,18 +196,22 @@ fn leaves(kind: FlaxKind) -> Vec<(String, Vec<&'static str>, Collection, Layout)
                     vec![name, "kernel"],
                     Layout::Qkv { heads },
                 ));
-                v.push(p(
-                    &format!("{name}.bias"),
-                    vec![name, "bias"],
-                    Layout::QkvBias { heads },
-                ));
+                if bias {
+                    v.push(p(
+                        &format!("{name}.bias"),
+                        vec![name, "bias"],
+                        Layout::QkvBias { heads },
+                    ));
+                }
             }
             v.push(p(
                 "out.weight",
                 vec!["out", "kernel"],
                 Layout::Out { heads },
             ));
-            v.push(p("out.bias", vec!["out", "bias"], Layout::Keep));
+            if bias {
+                v.push(p("out.bias", vec!["out", "bias"], Layout::Keep));
+            }
             v
         }
         FlaxKind::Embed => vec![p("embedding", vec!["embedding"], Layout::Keep)],
@@ -415,7 +422,17 @@ mod tests {
         assert_eq!(keys::<builder::Embed<5, 3>>(), table(FlaxKind::Embed));
         assert_eq!(
             keys::<builder::MultiHeadAttention<4, 3, 8, 2, 6>>(),
-            table(FlaxKind::Attention { heads: 2 })
+            table(FlaxKind::Attention {
+                heads: 2,
+                bias: true
+            })
+        );
+        assert_eq!(
+            keys::<builder::MultiHeadAttention<4, 3, 8, 2, 6, crate::layers::Unbiased>>(),
+            table(FlaxKind::Attention {
+                heads: 2,
+                bias: false
+            })
         );
         type Lstm = builder::Rnn<builder::LstmCell<3, 4>, false, false, false>;
         type Gru = builder::Rnn<builder::GruCell<3, 4>, false, false, false>;
