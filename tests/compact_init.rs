@@ -25,7 +25,11 @@ pub struct InitDense;
 #[compact]
 impl InitDense {
     fn forward(x: Input<300>) {
-        let x = Dense(256, kernel_init = xavier_uniform(), bias_init = normal(stddev = 0.5))(x);
+        let x = Dense(
+            256,
+            kernel_init = xavier_uniform(),
+            bias_init = normal(stddev = 0.5),
+        )(x);
         let x = Dense(
             256,
             kernel_init = variance_scaling(2.0, "fan_out", "normal"),
@@ -37,7 +41,11 @@ impl InitDense {
             kernel_init = lecun_uniform(),
             bias_init = truncated_normal(stddev = 0.5),
         )(x);
-        let x = Dense(256, kernel_init = kaiming_normal(), bias_init = constant(0.25))(x);
+        let x = Dense(
+            256,
+            kernel_init = kaiming_normal(),
+            bias_init = constant(0.25),
+        )(x);
         let x = Dense(
             256,
             kernel_init = variance_scaling(0.5, "fan_avg", "truncated_normal"),
@@ -56,7 +64,11 @@ impl InitDense {
             kernel_init = truncated_normal(stddev = 2.0, lower = -1.0, upper = 0.5),
         )(x);
         let x = Dense(256, kernel_init = he_uniform())(x);
-        let x = Dense(256, kernel_init = xavier_normal(), bias_init = normal(stddev = 3.0))(x);
+        let x = Dense(
+            256,
+            kernel_init = xavier_normal(),
+            bias_init = normal(stddev = 3.0),
+        )(x);
         let x = Dense(256, kernel_init = kaiming_uniform())(x);
         let x = Dense(256, kernel_init = normal(stddev = 0.2))(x);
         let x = Dense(256, kernel_init = uniform(scale = 0.5))(x);
@@ -72,8 +84,18 @@ pub struct InitConv;
 #[compact]
 impl InitConv {
     fn forward(x: Input<6, 9, 9>) {
-        let x = Conv(48, (3, 5), kernel_init = he_normal(), bias_init = uniform(scale = 2.0))(x);
-        let x = Conv(32, (3, 3), feature_group_count = 4, kernel_init = lecun_normal())(x);
+        let x = Conv(
+            48,
+            (3, 5),
+            kernel_init = he_normal(),
+            bias_init = uniform(scale = 2.0),
+        )(x);
+        let x = Conv(
+            32,
+            (3, 3),
+            feature_group_count = 4,
+            kernel_init = lecun_normal(),
+        )(x);
         let x = GroupNorm(
             num_groups = 4,
             scale_init = uniform(scale = 3.0),
@@ -86,7 +108,11 @@ impl InitConv {
             bias_init = constant(0.25),
         )(x);
         let x = BatchNorm(scale_init = zeros, bias_init = normal(stddev = 1.0))(x);
-        Conv(64, (1, 1), kernel_init = variance_scaling(1.0, "fan_avg", "uniform"))(x)
+        Conv(
+            64,
+            (1, 1),
+            kernel_init = variance_scaling(1.0, "fan_avg", "uniform"),
+        )(x)
     }
 }
 
@@ -96,7 +122,11 @@ pub struct InitTokens;
 impl InitTokens {
     fn forward(t: Tokens<12>) {
         let a = Embed(500, 48, embedding_init = normal(stddev = 1.0))(t);
-        let b = Embed(300, 48, embedding_init = variance_scaling(1.0, "fan_in", "uniform"))(t);
+        let b = Embed(
+            300,
+            48,
+            embedding_init = variance_scaling(1.0, "fan_in", "uniform"),
+        )(t);
         let c = Embed(400, 48)(t);
         let x = a + b + c;
         let x = MultiHeadDotProductAttention(
@@ -213,12 +243,21 @@ fn compare(name: &str, ours: &BTreeMap<String, (Vec<usize>, Vec<f64>)>) {
             let scale2 = (num(&leaf["expected_rms"]).powi(2) * n / rows.min(cols) as f64).sqrt();
             let scale2 = scale2 * scale2;
             let (k, len) = (rows.min(cols), rows.max(cols));
-            let at = |a: usize, i: usize| if cols <= rows { v[i * cols + a] } else { v[a * cols + i] };
+            let at = |a: usize, i: usize| {
+                if cols <= rows {
+                    v[i * cols + a]
+                } else {
+                    v[a * cols + i]
+                }
+            };
             for a in 0..k {
                 for b in 0..k {
                     let dot: f64 = (0..len).map(|i| at(a, i) * at(b, i)).sum();
                     let want = if a == b { scale2 } else { 0.0 };
-                    assert!((dot - want).abs() < 1e-9, "{what}: Q^T Q [{a}, {b}] = {dot}");
+                    assert!(
+                        (dot - want).abs() < 1e-9,
+                        "{what}: Q^T Q [{a}, {b}] = {dot}"
+                    );
                 }
             }
             continue;
@@ -232,49 +271,81 @@ fn compare(name: &str, ours: &BTreeMap<String, (Vec<usize>, Vec<f64>)>) {
             );
             // Flax's draw fills its support: so does ours.
             let width = hi - lo;
-            let (min, max) = v.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+            let (min, max) = v
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
             if n >= 1000.0 {
-                assert!(min - lo < 0.05 * width && hi - max < 0.05 * width, "{what}: [{min}, {max}]");
+                assert!(
+                    min - lo < 0.05 * width && hi - max < 0.05 * width,
+                    "{what}: [{min}, {max}]"
+                );
             }
         }
         let (em, es) = (num(&leaf["expected_mean"]), num(&leaf["expected_std"]));
         let se = es / n.sqrt();
-        assert!((mean - em).abs() <= 6.0 * se, "{what}: mean {mean}, expected {em}");
-        assert!((std - es).abs() <= 6.0 * es / n.sqrt(), "{what}: std {std}, expected {es}");
+        assert!(
+            (mean - em).abs() <= 6.0 * se,
+            "{what}: mean {mean}, expected {em}"
+        );
+        assert!(
+            (std - es).abs() <= 6.0 * es / n.sqrt(),
+            "{what}: std {std}, expected {es}"
+        );
         let (fm, fs) = (num(&leaf["mean"]), num(&leaf["std"]));
-        assert!((mean - fm).abs() <= 8.5 * se, "{what}: mean {mean}, Flax's {fm}");
-        assert!((std - fs).abs() <= 8.5 * es / n.sqrt(), "{what}: std {std}, Flax's {fs}");
+        assert!(
+            (mean - fm).abs() <= 8.5 * se,
+            "{what}: mean {mean}, Flax's {fm}"
+        );
+        assert!(
+            (std - fs).abs() <= 8.5 * es / n.sqrt(),
+            "{what}: std {std}, Flax's {fs}"
+        );
     }
 }
 
 #[test]
 fn dense_initialisers_draw_as_flax_does() {
     let dev = Cpu::seed_from_u64(1);
-    compare("InitDense", &flax_tensors(&dev.build_module::<InitDense, f64>()));
+    compare(
+        "InitDense",
+        &flax_tensors(&dev.build_module::<InitDense, f64>()),
+    );
 }
 
 #[test]
 fn conv_and_norm_initialisers_use_flax_fans() {
     let dev = Cpu::seed_from_u64(2);
-    compare("InitConv", &flax_tensors(&dev.build_module::<InitConv, f64>()));
+    compare(
+        "InitConv",
+        &flax_tensors(&dev.build_module::<InitConv, f64>()),
+    );
 }
 
 #[test]
 fn embed_and_attention_initialisers_use_flax_fans() {
     let dev = Cpu::seed_from_u64(3);
-    compare("InitTokens", &flax_tensors(&dev.build_module::<InitTokens, f64>()));
+    compare(
+        "InitTokens",
+        &flax_tensors(&dev.build_module::<InitTokens, f64>()),
+    );
 }
 
 #[test]
 fn recurrent_cell_initialisers_land_where_flax_puts_them() {
     let dev = Cpu::seed_from_u64(4);
-    compare("InitRnn", &flax_tensors(&dev.build_module::<InitRnn, f64>()));
+    compare(
+        "InitRnn",
+        &flax_tensors(&dev.build_module::<InitRnn, f64>()),
+    );
 }
 
 #[test]
 fn declared_parameters_draw_with_flax_fans() {
     let dev = Cpu::seed_from_u64(5);
-    compare("InitParams", &flax_tensors(&dev.build_module::<InitParams, f64>()));
+    compare(
+        "InitParams",
+        &flax_tensors(&dev.build_module::<InitParams, f64>()),
+    );
 }
 
 /// `reset_params` redraws with the layers' defaults; `try_initialize`
@@ -301,8 +372,12 @@ fn initialize_after_reset_params_restores_the_source_initialisers() {
 #[test]
 fn initialisers_fill_cuda_tensors_as_flax_does() {
     let dev = Cuda::seed_from_u64(7);
-    let conv = dev.build_module::<InitConv, f64>().to_device(&Cpu::default());
+    let conv = dev
+        .build_module::<InitConv, f64>()
+        .to_device(&Cpu::default());
     compare("InitConv", &flax_tensors(&conv));
-    let params = dev.build_module::<InitParams, f64>().to_device(&Cpu::default());
+    let params = dev
+        .build_module::<InitParams, f64>()
+        .to_device(&Cpu::default());
     compare("InitParams", &flax_tensors(&params));
 }

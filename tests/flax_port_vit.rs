@@ -20,8 +20,8 @@ mod flax_files;
 use fixture::{assert_rel, Arr};
 use flax_files::{f32s, fixture, flax_grads, load_as_flax_wrote_it};
 use flaxen::interop::flax;
-use flaxen::runtime::train_state::TrainState;
 use flaxen::prelude::*;
+use flaxen::runtime::train_state::TrainState;
 
 /// `AddPositionEmbs`: a learned `(1, seq, features)` table added to the
 /// tokens.
@@ -56,7 +56,11 @@ impl MlpBlock {
         let x = Dense(mlp_dim, kernel_init = kernel_init, bias_init = bias_init)(inputs);
         let x = gelu(x);
         let x = Dropout(dropout_rate)(x);
-        let output = Dense(actual_out_dim, kernel_init = kernel_init, bias_init = bias_init)(x);
+        let output = Dense(
+            actual_out_dim,
+            kernel_init = kernel_init,
+            bias_init = bias_init,
+        )(x);
         Dropout(dropout_rate)(output)
     }
 }
@@ -190,9 +194,17 @@ fn vision_transformer_loads_and_matches_flax() {
 
     let x: Tensor<Rank4<5, 3, 16, 16>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
     let out = model.forward(x.clone());
-    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-5, 1.0);
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
     let w: Tensor<Rank2<5, 7>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
-    let loss = (model.forward(x.clone()) * w.clone()).sum::<Rank0, _>().array();
+    let loss = (model.forward(x.clone()) * w.clone())
+        .sum::<Rank0, _>()
+        .array();
     assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
     // Gradients (dropout off: Flax's `train=False`): flaxen's `forward`
     // on a traced input runs inference with a tape.
@@ -224,7 +236,9 @@ fn vision_transformer_in_f64_matches_flax_in_f64() {
     let w: Tensor<Rank2<5, 7>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
     let out = model.forward(x.clone());
     assert_rel("out", &out.as_vec(), &extra.out_f64.data, 1e-9, 1.0);
-    let grads = (model.forward(x.traced(model.alloc_grads())) * w).sum().backward();
+    let grads = (model.forward(x.traced(model.alloc_grads())) * w)
+        .sum()
+        .backward();
     let got = flax_grads(&model, &grads);
     for (p, g) in &f.grads_f64 {
         if p.ends_with("key/bias") {
@@ -249,7 +263,13 @@ fn built_vision_transformer_starts_as_flax_initialises_it() {
     let sd = (pos.iter().map(|v| v * v).sum::<f32>() / pos.len() as f32).sqrt();
     assert!((sd - 0.02).abs() < 0.004, "pos_embedding std {sd}");
     // MlpBlock's biases: normal(1e-6), not zero.
-    let b = model.transformer.encoderblock_0.mlp_block_0.dense_0.bias.as_vec();
+    let b = model
+        .transformer
+        .encoderblock_0
+        .mlp_block_0
+        .dense_0
+        .bias
+        .as_vec();
     assert!(b.iter().any(|v| *v != 0.0) && b.iter().all(|v| v.abs() < 1e-5));
 }
 

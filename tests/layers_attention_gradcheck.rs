@@ -103,13 +103,19 @@ fn unbiased_attention_gradients_match_finite_differences() {
         let mut a = attn.clone();
         a.out.weight.copy_from(wo);
         let q: Tensor<Q, f64, _> = dev.tensor_from_vec(qs.to_vec(), Default::default());
-        (a.forward((q, kv.clone())) * r.clone()).sum::<Rank0, _>().array()
+        (a.forward((q, kv.clone())) * r.clone())
+            .sum::<Rank0, _>()
+            .array()
     };
     let grads = (attn.forward((q.leaky_trace(), kv.clone())) * r.clone())
         .sum()
         .backward();
     let (qs, wo) = (q.as_vec(), attn.out.weight.as_vec());
-    assert_grad("q", &grads.get(&q).as_vec(), &numeric_grad(|v| loss(v, &wo), &qs));
+    assert_grad(
+        "q",
+        &grads.get(&q).as_vec(),
+        &numeric_grad(|v| loss(v, &wo), &qs),
+    );
     assert_grad(
         "out.weight",
         &grads.get(&attn.out.weight).as_vec(),

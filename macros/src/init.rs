@@ -110,7 +110,11 @@ pub fn bare(kind: InitKind) -> Result<Init, String> {
         InitKind::Zeros => Ok(Init::Constant(0.0)),
         InitKind::Ones => Ok(Init::Constant(1.0)),
         other => {
-            let args = if sig(other).params.is_empty() { "()" } else { "(..)" };
+            let args = if sig(other).params.is_empty() {
+                "()"
+            } else {
+                "(..)"
+            };
             Err(format!(
                 "`{0}` makes an initialiser when called, as in Flax: write `{0}{args}`",
                 other.name()
@@ -190,12 +194,8 @@ pub fn call(kind: InitKind, b: &Bound, call: &TokenStream, cx: &mut Ctxt) -> Opt
         }
         InitKind::LecunNormal => scaling(1.0, Mode::In, Dist::Truncated),
         InitKind::LecunUniform => scaling(1.0, Mode::In, Dist::Uniform),
-        InitKind::XavierNormal | InitKind::GlorotNormal => {
-            scaling(1.0, Mode::Avg, Dist::Truncated)
-        }
-        InitKind::XavierUniform | InitKind::GlorotUniform => {
-            scaling(1.0, Mode::Avg, Dist::Uniform)
-        }
+        InitKind::XavierNormal | InitKind::GlorotNormal => scaling(1.0, Mode::Avg, Dist::Truncated),
+        InitKind::XavierUniform | InitKind::GlorotUniform => scaling(1.0, Mode::Avg, Dist::Uniform),
         InitKind::HeNormal | InitKind::KaimingNormal => scaling(2.0, Mode::In, Dist::Truncated),
         InitKind::HeUniform | InitKind::KaimingUniform => scaling(2.0, Mode::In, Dist::Uniform),
         InitKind::Orthogonal => {
@@ -300,7 +300,9 @@ impl Init {
                 stddev,
                 lower,
                 upper,
-            } => quote!(#i::Init::TruncatedNormal { stddev: #stddev, lower: #lower, upper: #upper }),
+            } => {
+                quote!(#i::Init::TruncatedNormal { stddev: #stddev, lower: #lower, upper: #upper })
+            }
             Init::Scaling(scale, mode, dist) => {
                 let mode = match mode {
                     Mode::In => quote!(In),
@@ -382,12 +384,7 @@ pub fn read_bias(b: &Bound, cx: &mut Ctxt, use_bias: bool, fills: &mut Vec<Fill>
 
 /// Reads `scale_init` and (where the norm has a bias) `bias_init` of a
 /// norm's vectors, stored at `scale` and `bias`.
-pub fn norm(
-    b: &Bound,
-    cx: &mut Ctxt,
-    scale: TokenStream,
-    bias: Option<TokenStream>,
-) -> Vec<Fill> {
+pub fn norm(b: &Bound, cx: &mut Ctxt, scale: TokenStream, bias: Option<TokenStream>) -> Vec<Fill> {
     let mut fills = Vec::new();
     read(b, cx, "scale_init", Target::Vector, scale, &mut fills);
     if let Some(bias) = bias {

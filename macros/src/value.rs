@@ -30,7 +30,11 @@ pub enum Val {
     Shape(Vec<usize>),
     /// A recurrent cell, its features and initialisers (`kernel_init`,
     /// `recurrent_kernel_init`, `bias_init`), for `RNN`.
-    Cell(crate::symbol::CellKind, usize, Box<[Option<crate::init::Init>; 3]>),
+    Cell(
+        crate::symbol::CellKind,
+        usize,
+        Box<[Option<crate::init::Init>; 3]>,
+    ),
     /// One of Flax's initialisers (`xavier_uniform()`), for `kernel_init`
     /// and the like.
     Init(crate::init::Init),
@@ -159,7 +163,13 @@ impl ArgVal {
     }
 
     /// A recurrent cell (`LSTMCell(64)`).
-    pub fn cell(&self) -> Result<(crate::symbol::CellKind, usize, [Option<crate::init::Init>; 3])> {
+    pub fn cell(
+        &self,
+    ) -> Result<(
+        crate::symbol::CellKind,
+        usize,
+        [Option<crate::init::Init>; 3],
+    )> {
         match &self.val {
             Val::Cell(k, f, inits) => Ok((*k, *f, (**inits).clone())),
             other => Err(self.err(format!(

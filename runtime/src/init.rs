@@ -242,7 +242,8 @@ impl<E: Dtype> Distribution<E> for Draw {
 /// itself for a wide one around 0, a uniform over a narrow one, and
 /// Robert's (1995) exponential one in a tail.
 pub(crate) fn truncated<R: Rng + ?Sized>(rng: &mut R, lo: f64, hi: f64) -> f64 {
-    if !(lo < hi) {
+    // NaN ends, or an empty interval: its one end (the macro refuses it).
+    if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
         return lo;
     }
     if lo <= 0.0 && hi >= 0.0 {
@@ -315,7 +316,13 @@ fn orthogonal<S: Shape, E: Dtype, D: Device<E>>(
         .collect();
     // The shorter side's vectors: rows when there are fewer rows.
     let (count, len) = (rows.min(cols), rows.max(cols));
-    let at = |v: usize, k: usize| if rows <= cols { v * cols + k } else { k * cols + v };
+    let at = |v: usize, k: usize| {
+        if rows <= cols {
+            v * cols + k
+        } else {
+            k * cols + v
+        }
+    };
     let mut q = vec![0.0f64; n];
     for v in 0..count {
         let mut x: Vec<f64> = (0..len).map(|k| a[at(v, k)]).collect();
@@ -349,22 +356,39 @@ mod tests {
     fn moments(v: &[f64]) -> (f64, f64) {
         let n = v.len() as f64;
         let m = v.iter().sum::<f64>() / n;
-        (m, (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n).sqrt())
+        (
+            m,
+            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n).sqrt(),
+        )
     }
 
     #[test]
     fn truncated_draws_stay_inside_their_bounds_whatever_the_interval() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(0);
-        for (lo, hi) in [(-2.0, 2.0), (-0.1, 0.2), (1.0, 1.5), (3.0, 9.0), (-9.0, -4.0), (0.0, 0.01)] {
+        for (lo, hi) in [
+            (-2.0, 2.0),
+            (-0.1, 0.2),
+            (1.0, 1.5),
+            (3.0, 9.0),
+            (-9.0, -4.0),
+            (0.0, 0.01),
+        ] {
             let v: Vec<f64> = (0..20000).map(|_| truncated(&mut rng, lo, hi)).collect();
             assert!(v.iter().all(|z| (lo..=hi).contains(z)), "[{lo}, {hi}]");
         }
         // [-2, 2]: JAX's constant is this distribution's std.
-        let v: Vec<f64> = (0..400_000).map(|_| truncated(&mut rng, -2.0, 2.0)).collect();
+        let v: Vec<f64> = (0..400_000)
+            .map(|_| truncated(&mut rng, -2.0, 2.0))
+            .collect();
         let (m, s) = moments(&v);
-        assert!(m.abs() < 0.005 && (s - TRUNCATED_STD).abs() < 0.003, "{m} {s}");
+        assert!(
+            m.abs() < 0.005 && (s - TRUNCATED_STD).abs() < 0.003,
+            "{m} {s}"
+        );
         // The tail [3, 9]: mean φ(3)/(1-Φ(3)) = 3.2831.
-        let v: Vec<f64> = (0..200_000).map(|_| truncated(&mut rng, 3.0, 9.0)).collect();
+        let v: Vec<f64> = (0..200_000)
+            .map(|_| truncated(&mut rng, 3.0, 9.0))
+            .collect();
         assert!((moments(&v).0 - 3.283_15).abs() < 0.005);
     }
 

@@ -57,7 +57,13 @@ impl Checker<'_> {
                     crate::init::get(&bound, cx, "bias_init", true),
                 ];
                 if let Some(a) = bound.get("name") {
-                    cx.error_at(a, format!("a cell is named by its `RNN`: `RNN({}(..), name = \"..\")`", kind.name()));
+                    cx.error_at(
+                        a,
+                        format!(
+                            "a cell is named by its `RNN`: `RNN({}(..), name = \"..\")`",
+                            kind.name()
+                        ),
+                    );
                 }
                 match f {
                     Some(f) => Val::Cell(*kind, f, Box::new(inits)),

@@ -127,19 +127,19 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 if let crate::layers::Layer::Param(p) = &field.layer {
                     p.value(&field.name)
                 } else {
-                let (ty, n) = (field.layer.ty(), &field.name);
-                let r = mode.by_ref();
-                let (in_ty, x) = match &args[..] {
-                    [x] if no_input_grad && field.layer.skips_input_grad() && inputs == [0] => {
-                        let l = paths::layers();
-                        (quote!(#l::NoInputGrad<#in_ty>), quote!(#l::NoInputGrad(#x)))
-                    }
-                    [x] => (in_ty, x.clone()),
-                    several => (quote!((#(#in_tys,)*)), quote!((#(#several,)*))),
-                };
-                let (value, w) = mode.apply(&ty, quote!(#r self.#n), x, &in_ty, &out);
-                wheres.push(w);
-                value
+                    let (ty, n) = (field.layer.ty(), &field.name);
+                    let r = mode.by_ref();
+                    let (in_ty, x) = match &args[..] {
+                        [x] if no_input_grad && field.layer.skips_input_grad() && inputs == [0] => {
+                            let l = paths::layers();
+                            (quote!(#l::NoInputGrad<#in_ty>), quote!(#l::NoInputGrad(#x)))
+                        }
+                        [x] => (in_ty, x.clone()),
+                        several => (quote!((#(#in_tys,)*)), quote!((#(#several,)*))),
+                    };
+                    let (value, w) = mode.apply(&ty, quote!(#r self.#n), x, &in_ty, &out);
+                    wheres.push(w);
+                    value
                 }
             }
             Kind::Op { op, .. } => {

@@ -10,7 +10,14 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 pub const SIG: Sig = Sig {
-    params: &["momentum", "epsilon", "axis", "name", "scale_init", "bias_init"],
+    params: &[
+        "momentum",
+        "epsilon",
+        "axis",
+        "name",
+        "scale_init",
+        "bias_init",
+    ],
     required: &[],
     example: "BatchNorm()(x)",
 };

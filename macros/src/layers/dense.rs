@@ -37,7 +37,6 @@ pub struct Dense {
     pub fills: Vec<Fill>,
 }
 
-
 /// `[.., f]` → `[.., features]` on `[f]` or `[seq, f]`.
 pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Dense, Vec<usize>)> {
     let features = b.req(cx, "features", |a| a.positive("`features`"));

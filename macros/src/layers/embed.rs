@@ -39,7 +39,14 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Embed, Vec<usize>
         fan_out: features,
         out_first: false,
     };
-    crate::init::read(b, cx, "embedding_init", table, quote!(embedding), &mut fills);
+    crate::init::read(
+        b,
+        cx,
+        "embedding_init",
+        table,
+        quote!(embedding),
+        &mut fills,
+    );
     let embed = Embed {
         vocab,
         features,

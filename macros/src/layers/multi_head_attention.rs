@@ -63,7 +63,9 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
             None
         }
     });
-    let broadcast_dropout = b.or(cx, "broadcast_dropout", true, |a| a.boolean("`broadcast_dropout`"))?;
+    let broadcast_dropout = b.or(cx, "broadcast_dropout", true, |a| {
+        a.boolean("`broadcast_dropout`")
+    })?;
     let use_bias = b.or(cx, "use_bias", true, |a| a.boolean("`use_bias`"))?;
     let kv = site.extra.first().unwrap_or(&site.shape.to_vec()).clone();
     for (shape, which) in [(site.shape, "queries'"), (&kv[..], "keys'")] {
@@ -104,17 +106,32 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
     if let Some(init) = crate::init::get(b, cx, "kernel_init", false) {
         for (p, fan_in, fan_out) in &projections {
             let (fan_in, fan_out, out_first) = (*fan_in, *fan_out, true);
-            let target = crate::init::Target::Kernel { fan_in, fan_out, out_first };
+            let target = crate::init::Target::Kernel {
+                fan_in,
+                fan_out,
+                out_first,
+            };
             let path = quote!(#p.weight);
-            fills.push(crate::init::Fill { path, init: init.clone(), target });
+            fills.push(crate::init::Fill {
+                path,
+                init: init.clone(),
+                target,
+            });
         }
     }
     if let (false, Some(a)) = (use_bias, b.get("bias_init")) {
-        cx.error_at(a, "`bias_init` has no bias to fill: the layer has `use_bias = false`");
+        cx.error_at(
+            a,
+            "`bias_init` has no bias to fill: the layer has `use_bias = false`",
+        );
     } else if let Some(init) = crate::init::get(b, cx, "bias_init", true) {
         for (p, ..) in &projections {
             let (path, target) = (quote!(#p.bias), crate::init::Target::Vector);
-            fills.push(crate::init::Fill { path, init: init.clone(), target });
+            fills.push(crate::init::Fill {
+                path,
+                init: init.clone(),
+                target,
+            });
         }
     }
     let layer = Attention {
@@ -176,6 +193,9 @@ impl Attention {
 
     pub fn doc(&self, what: &str) -> String {
         let bias = if self.use_bias { "" } else { ", no biases" };
-        format!("`{what}({} heads, {} qkv features{bias})`", self.heads, self.qkv)
+        format!(
+            "`{what}({} heads, {} qkv features{bias})`",
+            self.heads, self.qkv
+        )
     }
 }

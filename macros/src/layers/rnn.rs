@@ -98,16 +98,27 @@ fn fills(
             &["hi", "hf", "hg", "ho"],
             &["hi", "hf", "hg", "ho"],
         ),
-        CellKind::Gru => (&["ir", "iz", "in_"], &["hr", "hz", "hn"], &["ir", "iz", "in_", "hn"]),
+        CellKind::Gru => (
+            &["ir", "iz", "in_"],
+            &["hr", "hz", "hn"],
+            &["ir", "iz", "in_", "hn"],
+        ),
         CellKind::Simple => (&["i"], &["h"], &["i"]),
     };
     let mut out = Vec::new();
     let mut add = |init: &Option<crate::init::Init>, gates: &[&str], target, tensor: &str| {
         let Some(init) = init else { return };
         for g in gates {
-            let (g, t) = (quote::format_ident!("{g}"), quote::format_ident!("{tensor}"));
+            let (g, t) = (
+                quote::format_ident!("{g}"),
+                quote::format_ident!("{tensor}"),
+            );
             let path = quote!(cell.#g.#t);
-            out.push(Fill { path, init: init.clone(), target });
+            out.push(Fill {
+                path,
+                init: init.clone(),
+                target,
+            });
         }
     };
     let kernel_of = |fan_in| Target::Kernel {

@@ -383,7 +383,9 @@ pub(super) fn method_call(m: &syn::ExprMethodCall) -> Error {
     if let Some(msg) = init_prefix(&m.receiver, &method, true) {
         return Error::new_spanned(&m.receiver, msg);
     }
-    if method == "param" && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("self")) {
+    if method == "param"
+        && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("self"))
+    {
         return Error::new_spanned(&m.receiver, "drop `self.`: a declared parameter is `param(\"name\", init, shape)`, e.g. `param(\"cls\", zeros, (1, 1, 64))`");
     }
     if let syn::Expr::Path(p) = strip(&m.receiver) {
@@ -416,7 +418,9 @@ fn init_prefix(base: &syn::Expr, word: &str, called: bool) -> Option<String> {
         return None;
     }
     let args = if called { "(..)" } else { "" };
-    Some(format!("drop the `{prefix}.` prefix: Flax's initialisers are plain names, `{word}{args}`"))
+    Some(format!(
+        "drop the `{prefix}.` prefix: Flax's initialisers are plain names, `{word}{args}`"
+    ))
 }
 
 /// The transform `func` names, if it is the bare word (`remat`).

@@ -34,13 +34,16 @@ impl Projections for Unbiased {
     type Dense<const I: usize, const O: usize, E: Dtype, D: Storage<E>> = UnbiasedDense<I, O, E, D>;
 }
 
+/// `[batch, seq, F]` rows.
+type Rows<B, S, const F: usize, E, D, T> = Tensor<(B, S, Const<F>), E, D, T>;
+
 /// A projection of `[batch, seq, I]` to `[batch, seq, O]`.
 pub trait Project<const I: usize, const O: usize, E: Dtype, D: Storage<E>> {
     /// Projects every row.
     fn project<B: Dim, S: Dim, T: Tape<E, D>>(
         &self,
         x: Tensor<(B, S, Const<I>), E, D, T>,
-    ) -> Result<Tensor<(B, S, Const<O>), E, D, T>, D::Err>
+    ) -> Result<Rows<B, S, O, E, D, T>, D::Err>
     where
         D: FlaxenDevice<E>;
 }
@@ -53,7 +56,7 @@ macro_rules! project {
             fn project<B: Dim, S: Dim, T: Tape<E, D>>(
                 &self,
                 x: Tensor<(B, S, Const<I>), E, D, T>,
-            ) -> Result<Tensor<(B, S, Const<O>), E, D, T>, D::Err>
+            ) -> Result<Rows<B, S, O, E, D, T>, D::Err>
             where
                 D: FlaxenDevice<E>,
             {
@@ -226,7 +229,8 @@ macro_rules! collection {
                 D: Device<E>,
             > TensorCollection<E, D> for MultiHeadAttention<FQ, FKV, QKV, H, OUT, E, D, $p>
         {
-            type To<E2: Dtype, D2: Device<E2>> = MultiHeadAttention<FQ, FKV, QKV, H, OUT, E2, D2, $p>;
+            type To<E2: Dtype, D2: Device<E2>> =
+                MultiHeadAttention<FQ, FKV, QKV, H, OUT, E2, D2, $p>;
 
             fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
                 visitor: &mut V,
