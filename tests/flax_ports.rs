@@ -14,8 +14,7 @@
 //! statistics within 1e-5), and saving gives the file back bit for bit.
 //!
 //! Workarounds until the language has the construct (documented at each):
-//! `ActorCritic` returns its two outputs concatenated; `2**i` is a
-//! `match`.
+//! `2**i` is a `match`.
 
 #[path = "common/fixture.rs"]
 mod fixture;
@@ -187,9 +186,8 @@ fn imagenet_resnet18_in_f64_matches_flax_in_f64() {
 
 // ------------------------------------------------------------- ActorCritic
 
-/// Flax's PPO `ActorCritic(num_outputs=6)`. Workaround: Flax returns
-/// `(policy_log_probabilities, value)`; the port returns them
-/// concatenated, `[6 + 1]` per example.
+/// Flax's PPO `ActorCritic(num_outputs=6)`: two outputs,
+/// `(policy_log_probabilities, value)`, as Flax returns them.
 pub struct ActorCritic;
 
 #[compact]
@@ -223,7 +221,7 @@ impl ActorCritic {
         let logits = Dense(features = num_outputs, name = "logits")(x);
         let policy_log_probabilities = log_softmax(logits);
         let value = Dense(features = 1, name = "value")(x);
-        concatenate((policy_log_probabilities, value), axis = -1)
+        (policy_log_probabilities, value)
     }
 }
 
@@ -236,38 +234,28 @@ fn ppo_actor_critic_loads_and_trains_as_in_flax() {
     load_as_flax_wrote_it(&mut model, bytes, &f);
 
     let x: Tensor<Rank4<2, 4, 20, 20>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
-    let out = model.forward(x.clone()).as_vec();
-    let (policy, value): (Vec<f32>, Vec<f32>) = (
-        out.chunks(7).flat_map(|r| r[..6].to_vec()).collect(),
-        out.chunks(7).map(|r| r[6]).collect(),
-    );
+    let (policy, value) = model.forward(x.clone());
     assert_rel(
         "policy",
-        &policy,
+        &policy.as_vec(),
         &f.out_policy.as_ref().unwrap().data,
         1e-5,
         1.0,
     );
     assert_rel(
         "value",
-        &value,
+        &value.as_vec(),
         &f.out_value.as_ref().unwrap().data,
         1e-5,
         1.0,
     );
 
-    // Flax's loss, sum(policy * w_policy) + sum(value * w_value), as one
-    // weight per concatenated output.
-    let (wp, wv) = (
-        f32s(f.w_policy.as_ref().unwrap()),
-        f32s(f.w_value.as_ref().unwrap()),
-    );
-    let w: Vec<f32> = (0..2)
-        .flat_map(|b| wp[b * 6..(b + 1) * 6].iter().copied().chain([wv[b]]))
-        .collect();
-    let w: Tensor<Rank2<2, 7>, f32, Cpu> = dev.tensor(w);
-    let y = model.forward_mut(x.traced(model.alloc_grads()));
-    let grads = (y * w).sum().backward();
+    // Flax's loss, sum(policy * w_policy) + sum(value * w_value): each
+    // output carries its share of the tape, and the sum merges them.
+    let wp: Tensor<Rank2<2, 6>, f32, Cpu> = dev.tensor(f32s(f.w_policy.as_ref().unwrap()));
+    let wv: Tensor<Rank2<2, 1>, f32, Cpu> = dev.tensor(f32s(f.w_value.as_ref().unwrap()));
+    let (policy, value) = model.forward_mut(x.traced(model.alloc_grads()));
+    let grads = ((policy * wp).sum() + (value * wv).sum()).backward();
     let got = flax_grads(&model, &grads);
     assert_grads(&got, &f.grads, 1e-4);
     // `hidden` reads the NHWC flatten: its kernel's gradient rows too.

@@ -515,6 +515,10 @@ impl Checker<'_> {
                 return Val::Poison;
             }
         };
+        if !plan.more_outputs.is_empty() {
+            self.cx.error_at(tokens, format!("`{text}` returns {} outputs: a model with several outputs is called from Rust (`model.forward(x)` gives the tuple), not applied inside another model yet\nhelp: return one tensor from `{text}`, or join its outputs with `concatenate`", plan.more_outputs.len() + 1));
+            return Val::Poison;
+        }
         let out = plan.steps[plan.output].shape.clone();
         let params = plan
             .fields

@@ -20,9 +20,11 @@ pub fn conv_blocks(plan: &mut Plan) {
             readers[i].push(k);
         }
     }
-    let output = plan.output;
+    let outputs: Vec<usize> = std::iter::once(plan.output)
+        .chain(plan.more_outputs.iter().copied())
+        .collect();
     let sole = |i: usize| match readers[i][..] {
-        [r] if i != output => Some(r),
+        [r] if !outputs.contains(&i) => Some(r),
         _ => None,
     };
     for k in 0..n {

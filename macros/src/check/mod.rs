@@ -36,8 +36,11 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// How many inputs the model takes.
     pub num_inputs: usize,
-    /// The step whose value is the output.
+    /// The step whose value is the output (the first, when the model
+    /// returns a tuple).
     pub output: usize,
+    /// The tuple's later outputs, `(policy, value)`'s `value`.
+    pub more_outputs: Vec<usize>,
     /// Layers with parameters (struct fields), in call order.
     pub fields: Vec<Field>,
     /// Nested models instantiated for this one, expanded next to it.
@@ -217,6 +220,39 @@ pub fn check_instance(
         c.declare(&decl.var, Val::Tensor(k), false);
     }
     let out = c.block(&model.body, true);
+    let out_tokens = model
+        .body
+        .value
+        .as_ref()
+        .map(|v| v.tokens())
+        .unwrap_or_default();
+    // `(policy, value)`: several outputs, each a float tensor.
+    let (out, more_outputs) = match out {
+        Val::Tuple(items) if items.len() >= 2 => {
+            let mut rest = Vec::new();
+            for v in &items[1..] {
+                match v {
+                    Val::Tensor(i) if c.steps[*i].elem == Elem::Float => rest.push(*i),
+                    Val::Poison => {}
+                    other => c.cx.error_at(
+                        &out_tokens,
+                        format!(
+                            "each output of the model must be a float tensor, but one is {}",
+                            other.kind()
+                        ),
+                    ),
+                }
+            }
+            if items.len() > 6 {
+                c.cx.error_at(
+                    &out_tokens,
+                    format!("a model returns at most 6 outputs, not {}", items.len()),
+                );
+            }
+            (items[0].clone(), rest)
+        }
+        other => (other, Vec::new()),
+    };
     let output = match out {
         Val::Tensor(i) if c.steps[i].elem == Elem::Float => Some(i),
         Val::Tensor(i) => {
@@ -260,6 +296,7 @@ pub fn check_instance(
         steps: c.steps,
         num_inputs: model.inputs.len(),
         output,
+        more_outputs,
         fields: c.fields,
         inlined: c.inlined,
         nested_paths: c.nested_paths,

@@ -33,6 +33,9 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         }
     }
     remaining[plan.output] += 1;
+    for &o in &plan.more_outputs {
+        remaining[o] += 1;
+    }
     let masks: Vec<bool> = plan.steps.iter().map(|s| s.elem == Elem::Bool).collect();
     let roots = id_roots(plan);
     let mut read = |i: usize| -> TokenStream {
@@ -210,7 +213,34 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             let #v: #out = #prof::#exit(#value, __s);
         });
     }
-    let out = read(plan.output);
+    // Several outputs: the whole tape goes with the first (each output's
+    // share is merged onto it), the others get empty tapes. A loss that
+    // reads the first, alone or with the others, has every gradient; a
+    // share left on an output the loss ignores would silently lose the
+    // gradients of what that output's tape recorded (a shared trunk).
+    let out = match plan.more_outputs.is_empty() {
+        true => read(plan.output),
+        false => {
+            let all: Vec<TokenStream> = std::iter::once(plan.output)
+                .chain(plan.more_outputs.iter().copied())
+                .map(&mut read)
+                .collect();
+            let vars: Vec<syn::Ident> = (0..all.len()).map(|k| format_ident!("__o{}", k)).collect();
+            let (first, rest) = (&vars[0], &vars[1..]);
+            let first_value = &all[0];
+            let rest_values = &all[1..];
+            let split = quote!(#dfdx::tensor::SplitTape::split_tape);
+            let put = quote!(#dfdx::tensor::PutTape::put_tape);
+            stmts.push(quote! {
+                let (#first, mut __tape) = #split(#first_value);
+                #(
+                    let (#rest, __share) = #split(#rest_values);
+                    __tape = #dfdx::tensor::Merge::merge(__tape, __share);
+                )*
+            });
+            quote!((#put(#first, __tape), #(#put(#rest, ::core::default::Default::default()),)*))
+        }
+    };
     (wheres, quote!(#(#stmts)* ::core::result::Result::Ok(#out)))
 }
 

@@ -90,7 +90,15 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         .filter(|&k| plan.steps[k].elem != crate::ast::Elem::Bool)
         .map(crate::gen::input_tape)
         .collect();
-    let out_ty = crate::gen::tensor_ty(out_shape);
+    let out_ty = match plan.more_outputs.is_empty() {
+        true => crate::gen::tensor_ty(out_shape),
+        false => {
+            let tys = std::iter::once(plan.output)
+                .chain(plan.more_outputs.iter().copied())
+                .map(|o| crate::gen::tensor_ty(&plan.steps[o].shape));
+            quote!((#(#tys,)*))
+        }
+    };
     // `Module` and `ModuleMut`, each for the input tensor and, for a model
     // of one float input, for the input marked `NoInputGrad(x)` (the
     // convolutions that read it skip its gradient; every other reader
@@ -322,7 +330,11 @@ fn module_doc(plan: &Plan) -> Vec<String> {
         format!(
             "Input per example: `{}`; output per example: `{}` (the batch axis comes first and may be any `Dim`).",
             shape::show(&plan.steps[0].shape),
-            shape::show(&plan.steps[plan.output].shape)
+            std::iter::once(plan.output)
+                .chain(plan.more_outputs.iter().copied())
+                .map(|o| shape::show(&plan.steps[o].shape))
+                .collect::<Vec<_>>()
+                .join("`, `")
         ),
         String::new(),
         "| layer | output shape | trainable parameters |".into(),
