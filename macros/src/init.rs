@@ -368,18 +368,13 @@ pub fn weight_and_bias(
     fills
 }
 
-/// Reads `bias_init` for a layer's `bias` vector; given for a layer
-/// without bias (`use_bias = false`), it is refused: it would fill
-/// nothing.
+/// Reads `bias_init` for a layer's `bias` vector. Given for a layer
+/// without bias (`use_bias = false`), it is checked and then unused, as
+/// in Flax (lm1b passes its `bias_init` to attention without biases).
 pub fn read_bias(b: &Bound, cx: &mut Ctxt, use_bias: bool, fills: &mut Vec<Fill>) {
-    match (use_bias, b.get("bias_init")) {
-        (true, _) => read(b, cx, "bias_init", Target::Vector, quote!(bias), fills),
-        (false, Some(a)) => cx.error_at(
-            a,
-            "`bias_init` has no bias to fill: the layer has `use_bias = false`",
-        ),
-        (false, None) => {}
-    }
+    let mut unused = Vec::new();
+    let into = if use_bias { fills } else { &mut unused };
+    read(b, cx, "bias_init", Target::Vector, quote!(bias), into);
 }
 
 /// Reads `scale_init` and (where the norm has a bias) `bias_init` of a

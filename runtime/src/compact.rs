@@ -208,8 +208,10 @@ where
     for p in 0..S {
         for i in 0..half {
             let v = p as f64 * (min_scale * (i as f64 * scale).exp());
-            table[p * F + i] = scalar::<E>(v.sin());
-            table[p * F + half + i] = scalar::<E>(v.cos());
+            // Flax's table is float64 maths stored in a float32 NumPy
+            // array, in every dtype: the same rounding here.
+            table[p * F + i] = scalar::<E>(f64::from(v.sin() as f32));
+            table[p * F + half + i] = scalar::<E>(f64::from(v.cos() as f32));
         }
     }
     let table = x

@@ -119,12 +119,8 @@ pub fn check(what: &str, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Atten
             });
         }
     }
-    if let (false, Some(a)) = (use_bias, b.get("bias_init")) {
-        cx.error_at(
-            a,
-            "`bias_init` has no bias to fill: the layer has `use_bias = false`",
-        );
-    } else if let Some(init) = crate::init::get(b, cx, "bias_init", true) {
+    // Without biases, a `bias_init` is checked and unused, as in Flax.
+    if let Some(init) = crate::init::get(b, cx, "bias_init", true).filter(|_| use_bias) {
         for (p, ..) in &projections {
             let (path, target) = (quote!(#p.bias), crate::init::Target::Vector);
             fills.push(crate::init::Fill {
