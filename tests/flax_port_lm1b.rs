@@ -272,3 +272,19 @@ fn trains_like_flax() {
         assert!(losses[task.steps] < 0.5 * losses[0]);
     }
 }
+
+/// The loaded model on dfdx's `Cuda` device (compiled by CI's
+/// `cuda,ci-check` check, run where a GPU is).
+#[cfg(feature = "cuda")]
+#[test]
+fn transformer_lm_on_cuda_matches_flax() {
+    let f = fixture(JSON);
+    let extra: Extra = serde_json::from_str(JSON).unwrap();
+    let mut model = Cpu::default().build_module::<TransformerLM, f32>();
+    flax::load(&mut model, BYTES).unwrap();
+    let dev = Cuda::default();
+    let model = model.to_device(&dev);
+    let t: Tensor<Rank2<4, 10>, usize, Cuda> = dev.tensor(ids(&extra.tokens));
+    let out = model.forward(t);
+    assert_rel("logits", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-4, 1.0);
+}
