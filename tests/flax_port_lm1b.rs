@@ -286,5 +286,11 @@ fn transformer_lm_on_cuda_matches_flax() {
     let model = model.to_device(&dev);
     let t: Tensor<Rank2<4, 10>, usize, Cuda> = dev.tensor(ids(&extra.tokens));
     let out = model.forward(t);
-    assert_rel("logits", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-4, 1.0);
+    assert_rel(
+        "logits",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
 }

@@ -336,12 +336,23 @@ fn vision_transformer_on_cuda_matches_flax() {
     let model = model.to_device(&dev);
     let x: Tensor<Rank4<5, 3, 16, 16>, f32, Cuda> = dev.tensor(f32s(f.x.as_ref().unwrap()));
     let out = model.forward(x.clone());
-    assert_rel("out", &out.as_vec(), &f.out.as_ref().unwrap().data, 1e-4, 1.0);
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
     let w: Tensor<Rank2<5, 7>, f32, Cuda> = dev.tensor(f32s(f.w.as_ref().unwrap()));
-    let grads = (model.forward(x.traced(model.alloc_grads())) * w).sum().backward();
+    let grads = (model.forward(x.traced(model.alloc_grads())) * w)
+        .sum()
+        .backward();
     let g = grads.get(&model.head.weight).as_vec();
     let want = &f.grads_f64["params/head/kernel"].data;
     // Flax's (in, out) kernel against dfdx's (out, in).
-    let g: Vec<f32> = (0..10).flat_map(|i| (0..7).map(move |o| (i, o))).map(|(i, o)| g[o * 10 + i]).collect();
+    let g: Vec<f32> = (0..10)
+        .flat_map(|i| (0..7).map(move |o| (i, o)))
+        .map(|(i, o)| g[o * 10 + i])
+        .collect();
     assert_rel("d loss / d head/kernel", &g, want, 1e-4, 1.0);
 }

@@ -111,6 +111,20 @@ pub enum Stmt {
         /// The whole loop, for messages.
         tokens: TokenStream,
     },
+    /// `for x in t { .. }` or `for (i, x) in enumerate(t) { .. }` over a
+    /// tuple known at expansion, unrolled.
+    ForEach {
+        /// The index variable of `enumerate`.
+        index: Option<syn::Ident>,
+        /// The element variable (`None` for `_`).
+        var: Option<syn::Ident>,
+        /// The tuple.
+        items: Box<Expr>,
+        /// The body.
+        body: Block,
+        /// The whole loop, for messages.
+        tokens: TokenStream,
+    },
     /// An expression evaluated for its effects (`if c { x = f(x); }`).
     Expr(Expr),
 }
@@ -137,6 +151,8 @@ pub enum BinOp {
     Div,
     /// `%`
     Rem,
+    /// `**` (Python's power; Rust reads it as `* *`)
+    Pow,
     /// `==`
     Eq,
     /// `!=`
@@ -164,6 +180,7 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Rem => "%",
+            BinOp::Pow => "**",
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
             BinOp::Lt => "<",
@@ -183,6 +200,7 @@ impl BinOp {
             BinOp::Mul => Some(Arith::Mul),
             BinOp::Div => Some(Arith::Div),
             BinOp::Rem
+            | BinOp::Pow
             | BinOp::Eq
             | BinOp::Ne
             | BinOp::Lt
@@ -211,6 +229,24 @@ pub enum Arith {
     Mul,
     /// `/`
     Div,
+    /// `maximum(a, b)`
+    Max,
+    /// `minimum(a, b)`
+    Min,
+}
+
+impl Arith {
+    /// The operator or function as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Arith::Add => "+",
+            Arith::Sub => "-",
+            Arith::Mul => "*",
+            Arith::Div => "/",
+            Arith::Max => "maximum",
+            Arith::Min => "minimum",
+        }
+    }
 }
 
 /// A literal.
@@ -240,6 +276,8 @@ pub enum Callee {
     Init(crate::symbol::InitKind),
     /// `param(name, init, shape)`: a declared parameter.
     Param,
+    /// A builtin function of values and tensors (`maximum`, `len`).
+    Builtin(crate::symbol::BuiltinKind),
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

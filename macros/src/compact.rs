@@ -27,6 +27,7 @@ pub fn resume(input: TokenStream) -> syn::Result<TokenStream> {
 /// A model that does not parse: its errors, and stubs of its items when
 /// at least its name is known, so the caller compiles.
 fn failed(item: &TokenStream, e: syn::Error) -> syn::Result<TokenStream> {
+    let e = parse::keyword_call(item).unwrap_or(e);
     match parse::model_name(item) {
         Some(name) => {
             let stub = expand::stub(&name, None, &e);

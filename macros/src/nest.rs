@@ -47,6 +47,10 @@ fn block(b: &Block, out: &mut Vec<syn::Path>) {
                 expr(end, out);
                 block(body, out);
             }
+            Stmt::ForEach { items, body, .. } => {
+                expr(items, out);
+                block(body, out);
+            }
         }
     }
     if let Some(v) = &b.value {

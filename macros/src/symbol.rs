@@ -208,6 +208,24 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// Builtin functions of values known at expansion and of tensors.
+    pub enum BuiltinKind {
+        /// `maximum(a, b)`: elementwise, on tensors or numbers
+        Maximum => "maximum",
+        /// `minimum(a, b)`
+        Minimum => "minimum",
+        /// `select(mask, a, b)`: `jnp.where`
+        Select => "select",
+        /// `arange(n)` or `arange(start, stop)`: a constant `[n]` tensor
+        Arange => "arange",
+        /// `len(t)`: a tuple's or shape's length
+        Len => "len",
+        /// `enumerate(t)`, in a `for` loop
+        Enumerate => "enumerate",
+    }
+}
+
+vocabulary! {
     /// Recurrent cells, the argument of `RNN(..)`.
     pub enum CellKind {
         /// `LSTMCell(features)`
@@ -343,6 +361,7 @@ pub fn nearest_word(word: &str) -> Option<&'static str> {
         .or_else(|| nearest(word, CellKind::NAMES))
         .or_else(|| nearest(word, TransformKind::NAMES))
         .or_else(|| nearest(word, InitKind::NAMES))
+        .or_else(|| nearest(word, BuiltinKind::NAMES))
 }
 
 /// How a vocabulary word is called: `` `Dense(..)(x)` `` or `` `relu(x)` ``.

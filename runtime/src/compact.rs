@@ -221,3 +221,35 @@ where
         table.try_broadcast_like::<_, dfdx::shapes::Axis<0>>(&(b, Const::<S>, Const::<F>))?;
     Ok(rows.put_tape(tape))
 }
+
+/// `[batch, N]` copies of the row `start, start + 1, .., start + N - 1`:
+/// what `arange(start, stop)` in a model is, on the tape `T` (without
+/// gradient).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::arange;
+///
+/// let dev: Cpu = Default::default();
+/// let r = arange::<_, 3, f32, Cpu, NoneTape>(&dev, Const::<2>, 1.0).unwrap();
+/// assert_eq!(r.array(), [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]);
+/// ```
+pub fn arange<B, const N: usize, E, D, T>(
+    dev: &D,
+    batch: B,
+    start: f64,
+) -> Result<dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), E, D, T>, D::Err>
+where
+    B: dfdx::shapes::Dim,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    use dfdx::shapes::Const;
+    use dfdx::tensor::PutTape;
+    use dfdx::tensor_ops::BroadcastTo;
+    let row: Vec<E> = (0..N).map(|k| scalar::<E>(start + k as f64)).collect();
+    let row = dev.try_tensor_from_vec(row, (Const::<N>,))?;
+    let rows = row.try_broadcast_like::<_, dfdx::shapes::Axis<0>>(&(batch, Const::<N>))?;
+    Ok(rows.put_tape(T::default()))
+}

@@ -35,6 +35,7 @@ impl Checker<'_> {
             Callee::Op(kind) => self.op(*kind, args, tokens),
             Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
             Callee::Param => self.param(args, tokens),
+            Callee::Builtin(kind) => self.builtin(*kind, args, tokens),
             Callee::Init(kind) => {
                 let vals = self.eval_args(args);
                 let sig = crate::init::sig(*kind);
@@ -313,6 +314,36 @@ impl Checker<'_> {
     fn op(&mut self, kind: OpKind, args: &[Arg], tokens: &TokenStream) -> Val {
         let what = kind.name();
         let vals = self.eval_args(args);
+        // `log(10000.0)`, `sqrt(d)`: maths on numbers, at expansion.
+        if let [a] = &vals[..] {
+            if let (Val::Int(_) | Val::Float(_), None) = (&a.val, &a.key) {
+                let x = match a.val {
+                    Val::Int(n) => n as f64,
+                    Val::Float(f) => f,
+                    _ => 0.0,
+                };
+                let y = match kind {
+                    OpKind::Exp => Some(x.exp()),
+                    OpKind::Log => Some(x.ln()),
+                    OpKind::Sqrt => Some(x.sqrt()),
+                    OpKind::Rsqrt => Some(1.0 / x.sqrt()),
+                    OpKind::Sin => Some(x.sin()),
+                    OpKind::Cos => Some(x.cos()),
+                    OpKind::Abs => Some(x.abs()),
+                    OpKind::Square => Some(x * x),
+                    _ => None,
+                };
+                match y {
+                    Some(y) if y.is_finite() => return Val::Float(y),
+                    Some(_) => {
+                        self.cx
+                            .error_at(tokens, format!("`{what}` of {x} is not a finite number"));
+                        return Val::Poison;
+                    }
+                    None => {}
+                }
+            }
+        }
         let n = ops::tensor_args(kind);
         if vals.len() < n || vals[..n].iter().any(|a| a.key.is_some()) {
             let example = if n == 1 {

@@ -9,9 +9,6 @@ use proc_macro2::TokenStream;
 use std::collections::HashMap;
 use syn::Error;
 
-/// The most iterations a loop may unroll to.
-const MAX_UNROLL: i64 = 1024;
-
 impl Checker<'_> {
     /// A block's value (`()` as an empty tuple when it has none), in a new
     /// scope; `fn forward`'s body (`outermost`) keeps the parameters' scope.
@@ -78,6 +75,13 @@ impl Checker<'_> {
                 body,
                 tokens,
             } => self.for_loop(var.as_ref(), start, end, *inclusive, body, tokens),
+            Stmt::ForEach {
+                index,
+                var,
+                items,
+                body,
+                tokens,
+            } => self.for_each(index.as_ref(), var.as_ref(), items, body, tokens),
             Stmt::Expr(e) => {
                 let v = self.expr(e);
                 if !matches!(&v, Val::Poison) && !matches!(&v, Val::Tuple(t) if t.is_empty()) {
@@ -86,61 +90,6 @@ impl Checker<'_> {
                         "this value is not used: bind it with `let` or assign it (`x = ..;`)",
                     );
                 }
-            }
-        }
-    }
-
-    fn for_loop(
-        &mut self,
-        var: Option<&syn::Ident>,
-        start: &Expr,
-        end: &Expr,
-        inclusive: bool,
-        body: &Block,
-        tokens: &TokenStream,
-    ) {
-        let bound = |c: &mut Self, e: &Expr| match c.expr(e) {
-            Val::Int(n) => Some(n),
-            Val::Poison => None,
-            other => {
-                c.cx.error_at(e.tokens(), format!("a loop bound must be an integer known when the macro expands (a number or a block parameter), not {}", other.kind()));
-                None
-            }
-        };
-        let (Some(a), Some(b)) = (bound(self, start), bound(self, end)) else {
-            return;
-        };
-        let b = if inclusive { b.saturating_add(1) } else { b };
-        if b.saturating_sub(a) > MAX_UNROLL {
-            self.cx.error_at(
-                tokens,
-                format!(
-                    "this loop unrolls to {} iterations; the macro unrolls at most {MAX_UNROLL}",
-                    b.saturating_sub(a)
-                ),
-            );
-            return;
-        }
-        for i in a..b {
-            self.scopes.push(HashMap::new());
-            if let Some(v) = var {
-                self.declare(v, Val::Int(i), false);
-            }
-            let before = self.cx.has_errors();
-            let v = self.block(body, false);
-            self.scopes.pop();
-            if !matches!(&v, Val::Poison) && !matches!(&v, Val::Tuple(t) if t.is_empty()) {
-                if let Some(value) = &body.value {
-                    self.cx.error_at(
-                        value.tokens(),
-                        "a loop body's last expression is not used: assign it (`x = ..;`)",
-                    );
-                }
-                return;
-            }
-            // One iteration's mistakes are every iteration's: report once.
-            if !before && self.cx.has_errors() {
-                return;
             }
         }
     }
@@ -583,13 +532,77 @@ impl Checker<'_> {
         let sym = op.symbol();
         match (l, r) {
             (Val::Poison, _) | (_, Val::Poison) => Val::Poison,
-            (Val::Tensor(a), Val::Tensor(b)) if op.is_arithmetic() => {
+            // `x ** p`: jnp.power by a number.
+            (Val::Tensor(i), n @ (Val::Int(_) | Val::Float(_))) if op == BinOp::Pow => {
+                let p = number(&n);
+                let act = crate::ops::Activation::Function("try_pow", vec![p], format!("`** {p}`"));
+                let s = self.shape(i).to_vec();
+                self.push(
+                    Kind::Op {
+                        op: crate::ops::Op::Activation(act),
+                        inputs: vec![i],
+                    },
+                    s,
+                )
+            }
+            (
+                l @ (Val::Tensor(_) | Val::Int(_) | Val::Float(_)),
+                r @ (Val::Tensor(_) | Val::Int(_) | Val::Float(_)),
+            ) if op.is_arithmetic()
+                && (matches!(l, Val::Tensor(_)) || matches!(r, Val::Tensor(_))) =>
+            {
                 let Some(arith) = op.arith() else {
                     return Val::Poison;
                 };
+                self.arith(arith, l, r, (&le.describe(), &re.describe()), tokens)
+            }
+            (l @ Val::Tensor(_), r) | (l, r @ Val::Tensor(_)) => {
+                let ids = [&l, &r]
+                    .iter()
+                    .any(|v| matches!(v, Val::Tensor(t) if self.elem(*t) == Elem::Index));
+                let msg = if ids && !op.is_arithmetic() {
+                    format!("`{sym}` on token ids cannot be decided when the macro expands\nhelp: Flax's `make_attention_mask(tokens > 0, tokens > 0)` is `make_attention_mask(tokens, tokens)` here: it takes the ids themselves, and id 0 is padding")
+                } else if op == BinOp::Pow {
+                    format!(
+                        "`**` raises a tensor to a number known when the macro expands (`x ** 2`)"
+                    )
+                } else if op.is_arithmetic() || op == BinOp::Rem {
+                    format!(
+                        "`{sym}` works on two tensors of the same shape or a tensor and a number"
+                    )
+                } else {
+                    format!("`{sym}` on a tensor cannot be decided when the macro expands; conditions use block parameters, loop indices and shapes (`x.shape[-1]`)")
+                };
+                self.cx.error_at(tokens, msg);
+                Val::Poison
+            }
+            (l, r) => match constant_binary(op, &l, &r) {
+                Ok(v) => v,
+                Err(msg) => {
+                    self.cx.error_at(tokens, msg);
+                    Val::Poison
+                }
+            },
+        }
+    }
+
+    /// Elementwise `arith` of two values, one of them at least a tensor,
+    /// with NumPy broadcasting; `names` describe the operands for
+    /// messages.
+    pub(super) fn arith(
+        &mut self,
+        arith: Arith,
+        l: Val,
+        r: Val,
+        names: (&str, &str),
+        tokens: &TokenStream,
+    ) -> Val {
+        let sym = arith.symbol();
+        match (l, r) {
+            (Val::Tensor(a), Val::Tensor(b)) => {
                 let (sa, sb) = (self.shape(a).to_vec(), self.shape(b).to_vec());
                 let Some(out) = crate::ops::broadcast::shape(&sa, &sb) else {
-                    self.cx.error_at(tokens, format!("`{sym}` needs operands whose shapes broadcast (NumPy's rules: aligned from the right, each axis equal or 1), but {} has shape {} and {} has shape {} here", le.describe(), show(&sa), re.describe(), show(&sb)));
+                    self.cx.error_at(tokens, format!("`{sym}` needs operands whose shapes broadcast (NumPy's rules: aligned from the right, each axis equal or 1), but {} has shape {} and {} has shape {} here", names.0, show(&sa), names.1, show(&sb)));
                     return Val::Poison;
                 };
                 // An operand of another shape is broadcast first (a step of
@@ -613,14 +626,11 @@ impl Checker<'_> {
                 let (a, b) = (operand(a, &sa), operand(b, &sb));
                 self.push(Kind::Binary(arith, a, b), out)
             }
-            (Val::Tensor(i), n @ (Val::Int(_) | Val::Float(_))) if op.is_arithmetic() => {
-                let Some(op) = op.arith() else {
-                    return Val::Poison;
-                };
+            (Val::Tensor(i), n) => {
                 let s = self.shape(i).to_vec();
                 self.push(
                     Kind::Scalar {
-                        op,
+                        op: arith,
                         input: i,
                         value: number(&n),
                         scalar_first: false,
@@ -628,18 +638,15 @@ impl Checker<'_> {
                     s,
                 )
             }
-            (n @ (Val::Int(_) | Val::Float(_)), Val::Tensor(i)) if op.is_arithmetic() => {
-                let Some(op) = op.arith() else {
-                    return Val::Poison;
-                };
-                if op == Arith::Div {
+            (n, Val::Tensor(i)) => {
+                if arith == Arith::Div {
                     self.cx.error_at(tokens, "dividing a number by a tensor is not supported; write `x * (1.0 / ..)` or use `sigmoid`/`softmax`");
                     return Val::Poison;
                 }
                 let s = self.shape(i).to_vec();
                 self.push(
                     Kind::Scalar {
-                        op,
+                        op: arith,
                         input: i,
                         value: number(&n),
                         scalar_first: true,
@@ -647,29 +654,7 @@ impl Checker<'_> {
                     s,
                 )
             }
-            (l @ Val::Tensor(_), r) | (l, r @ Val::Tensor(_)) => {
-                let ids = [&l, &r]
-                    .iter()
-                    .any(|v| matches!(v, Val::Tensor(t) if self.elem(*t) == Elem::Index));
-                let msg = if ids && !op.is_arithmetic() {
-                    format!("`{sym}` on token ids cannot be decided when the macro expands\nhelp: Flax's `make_attention_mask(tokens > 0, tokens > 0)` is `make_attention_mask(tokens, tokens)` here: it takes the ids themselves, and id 0 is padding")
-                } else if op.is_arithmetic() || op == BinOp::Rem {
-                    format!(
-                        "`{sym}` works on two tensors of the same shape or a tensor and a number"
-                    )
-                } else {
-                    format!("`{sym}` on a tensor cannot be decided when the macro expands; conditions use block parameters, loop indices and shapes (`x.shape[-1]`)")
-                };
-                self.cx.error_at(tokens, msg);
-                Val::Poison
-            }
-            (l, r) => match constant_binary(op, &l, &r) {
-                Ok(v) => v,
-                Err(msg) => {
-                    self.cx.error_at(tokens, msg);
-                    Val::Poison
-                }
-            },
+            _ => Val::Poison,
         }
     }
 }
@@ -734,6 +719,22 @@ fn constant_binary(op: BinOp, l: &Val, r: &Val) -> Result<Val, String> {
                 _ => a >= b,
             }))
         }
+        BinOp::Pow => match (l, r) {
+            (Val::Int(a), Val::Int(b)) if *b >= 0 => u32::try_from(*b)
+                .ok()
+                .and_then(|b| a.checked_pow(b))
+                .map(Val::Int)
+                .ok_or_else(|| "this integer overflows".to_string()),
+            (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+                let v = number(l).powf(number(r));
+                if v.is_finite() {
+                    Ok(Val::Float(v))
+                } else {
+                    Err("this number is not finite".to_string())
+                }
+            }
+            _ => Err(mismatch()),
+        },
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => match (l, r) {
             (Val::Int(a), Val::Int(b)) => {
                 let v = match op {

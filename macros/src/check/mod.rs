@@ -11,9 +11,11 @@
 //! The checker writes no code: it records typed layers and ops, whose own
 //! modules generate it.
 
+mod builtin;
 mod call;
 mod eval;
 mod fuse;
+mod loops;
 mod transform;
 
 use crate::ast::{Arith, Elem, Model};

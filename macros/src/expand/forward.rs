@@ -76,13 +76,24 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             stmts.push(quote!(let __t0 = #dfdx::tensor::PutTape::put_tape(__t0, __tape);));
         }
     }
-    // The batch a declared parameter's value is broadcast over.
+    // The batch (and device) that a declared parameter's value and a
+    // constant row are broadcast over.
     let params = plan
         .fields
         .iter()
         .any(|f| matches!(f.layer, crate::layers::Layer::Param(_)));
-    if params {
+    let rows = plan.steps.iter().any(|s| {
+        matches!(
+            s.kind,
+            Kind::Op {
+                op: crate::ops::Op::Arange { .. },
+                ..
+            }
+        )
+    });
+    if params || rows {
         stmts.push(quote!(let __batch = #dfdx::shapes::HasShape::shape(&__t0).0;));
+        stmts.push(quote!(let __device = ::core::clone::Clone::clone(__t0.device());));
     }
     for (k, step) in plan.steps.iter().enumerate().skip(n) {
         let out = step.ty();
@@ -183,6 +194,16 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 let x = &args[0];
                 let s = quote!(#rt::scalar::<E>(#value));
                 match (op, scalar_first) {
+                    // Against a number: a tensor of it, without a tape.
+                    (Arith::Max | Arith::Min, _) => {
+                        let f = binop(*op);
+                        quote!({
+                            let __x = #x;
+                            let __shape = *#dfdx::shapes::HasShape::shape(&__x);
+                            let __c = #dfdx::tensor::OnesTensor::try_ones_like(__x.device(), &__shape)?;
+                            #f(__x, #dfdx::tensor_ops::TryMul::try_mul(__c, #s)?)?
+                        })
+                    }
                     (Arith::Sub, true) => {
                         quote!(#dfdx::tensor_ops::TryAdd::try_add(#x.try_negate()?, #s)?)
                     }
@@ -278,6 +299,8 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
                     Arith::Sub => "sub",
                     Arith::Mul => "mul",
                     Arith::Div => "div",
+                    Arith::Max => "maximum",
+                    Arith::Min => "minimum",
                 };
                 (counted(word.into()), false)
             }
@@ -317,5 +340,7 @@ fn binop(op: Arith) -> TokenStream {
         Arith::Sub => quote!(#dfdx::tensor_ops::TrySub::try_sub),
         Arith::Mul => quote!(#dfdx::tensor_ops::TryMul::try_mul),
         Arith::Div => quote!(#dfdx::tensor_ops::TryDiv::try_div),
+        Arith::Max => quote!(#dfdx::tensor::Tensor::try_maximum),
+        Arith::Min => quote!(#dfdx::tensor::Tensor::try_minimum),
     }
 }

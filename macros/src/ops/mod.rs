@@ -12,6 +12,7 @@ mod pool;
 mod reduce;
 mod reshape;
 mod resize;
+mod select;
 mod softmax;
 mod tables;
 
@@ -73,6 +74,15 @@ pub enum Op {
     ShiftRight(bool),
     /// `sinusoidal_positions(x)`: the fixed position table, `x`'s shape.
     Sinusoidal { min_scale: f64, max_scale: f64 },
+    /// `select(mask, a, b)` (`jnp.where`): inputs the mask, then `a` and
+    /// `b` where they are tensors; a number stands in for either.
+    Select {
+        on_true: Option<f64>,
+        on_false: Option<f64>,
+    },
+    /// `arange(start, stop)`: the constant `[stop - start]` row of floats,
+    /// the same for every example.
+    Arange { start: i64 },
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -332,6 +342,10 @@ impl Op {
                 min_scale,
                 max_scale,
             } => (tables::expand(*min_scale, *max_scale, x), Vec::new()),
+            Op::Select { on_true, on_false } => {
+                (select::expand(*on_true, *on_false, &io.args), Vec::new())
+            }
+            Op::Arange { start } => (select::arange(*start, io.out), Vec::new()),
         }
     }
 
@@ -350,6 +364,8 @@ impl Op {
             | Op::Take(_)
             | Op::Broadcast(_)
             | Op::Sinusoidal { .. }
+            | Op::Select { .. }
+            | Op::Arange { .. }
             | Op::Resize(_) => Elem::Float,
             // Token ids stay token ids; the checker records the elem.
             Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
@@ -381,6 +397,8 @@ impl Op {
             Op::Slice(..) => "slice".into(),
             Op::ShiftRight(_) => "shift_right".into(),
             Op::Sinusoidal { .. } => "sinusoidal_positions".into(),
+            Op::Select { .. } => "select".into(),
+            Op::Arange { .. } => "arange".into(),
         }
     }
 
@@ -407,6 +425,8 @@ impl Op {
             Op::Slice(a, b, _) => format!("`[{a}..{b}]`"),
             Op::ShiftRight(_) => "`shift_right`".into(),
             Op::Sinusoidal { .. } => "`sinusoidal_positions`".into(),
+            Op::Select { .. } => "`select`".into(),
+            Op::Arange { start } => format!("`arange` from {start}"),
         })
     }
 }

@@ -189,20 +189,62 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
             "loop labels are not part of the model language",
         ));
     }
-    let var = match &*f.pat {
+    let name = |p: &syn::Pat| {
+        match p {
         syn::Pat::Ident(p)
             if p.by_ref.is_none() && p.subpat.is_none() && p.mutability.is_none() =>
         {
-            Some(p.ident.clone())
+            Ok(Some(p.ident.clone()))
         }
-        syn::Pat::Wild(_) => None,
-        other => {
-            return Err(Error::new_spanned(
-                other,
-                "a loop variable is a plain name or `_`: `for i in 0..n`",
-            ))
-        }
+        syn::Pat::Wild(_) => Ok(None),
+        other => Err(Error::new_spanned(
+            other,
+            "a loop variable is a plain name or `_`: `for i in 0..n`, `for m in mults`, `for (i, m) in enumerate(mults)`",
+        )),
+    }
     };
+    // `for (i, m) in enumerate(t)` and `for m in t`: over a tuple.
+    let enumerated = match strip(&f.expr) {
+        syn::Expr::Call(c)
+            if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("enumerate"))
+                && c.args.len() == 1 =>
+        {
+            Some(&c.args[0])
+        }
+        _ => None,
+    };
+    if let Some(items) = enumerated {
+        let syn::Pat::Tuple(t) = &*f.pat else {
+            return Err(Error::new_spanned(
+                &f.pat,
+                "`enumerate` gives pairs: `for (i, m) in enumerate(t)`",
+            ));
+        };
+        let [i, m] = [t.elems.first(), t.elems.get(1)];
+        let (Some(i), Some(m), 2) = (i, m, t.elems.len()) else {
+            return Err(Error::new_spanned(
+                t,
+                "`enumerate` gives pairs: `for (i, m) in enumerate(t)`",
+            ));
+        };
+        return Ok(Stmt::ForEach {
+            index: name(i)?,
+            var: name(m)?,
+            items: Box::new(parse_expr(items)?),
+            body: parse_block(&f.body)?,
+            tokens: f.to_token_stream(),
+        });
+    }
+    let var = name(&f.pat)?;
+    if !matches!(strip(&f.expr), syn::Expr::Range(_) | syn::Expr::Call(_)) {
+        return Ok(Stmt::ForEach {
+            index: None,
+            var,
+            items: Box::new(parse_expr(&f.expr)?),
+            body: parse_block(&f.body)?,
+            tokens: f.to_token_stream(),
+        });
+    }
     let (start, end, inclusive) = match strip(&f.expr) {
         syn::Expr::Range(r) => {
             let (Some(start), Some(end)) = (&r.start, &r.end) else {
@@ -265,6 +307,22 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
                 _ => return Err(Error::new_spanned(u.op, format!("`{}` is not part of the model language; {EXPR_HELP}", u.op.to_token_stream()))),
             };
             Ok(Expr::Unary { op, input: Box::new(parse_expr(&u.expr)?), tokens: tokens() })
+        }
+        // Python's `a ** b`, which Rust reads as `a * (*b)`. Rust's `*`
+        // binds the left operand first, so `x * y ** 2` would read as
+        // `(x * y) ** 2`: such a left operand needs parentheses.
+        syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::Mul(_)) && matches!(strip(&b.right), syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_))) => {
+            let syn::Expr::Unary(u) = strip(&b.right) else { unreachable!() };
+            let ambiguous = match &*b.left {
+                syn::Expr::Binary(l) => matches!(l.op, syn::BinOp::Mul(_) | syn::BinOp::Div(_) | syn::BinOp::Rem(_)),
+                syn::Expr::Unary(l) => matches!(l.op, syn::UnOp::Neg(_)),
+                _ => false,
+            };
+            if ambiguous {
+                return Err(Error::new_spanned(e, format!("in Rust's grammar this `**` takes `{}` as its base, where Python takes only the operand next to it: add parentheses, e.g. `a * (b ** c)` or `-(a ** b)`", b.left.to_token_stream())));
+            }
+            let (lhs, rhs) = both(parse_expr(&b.left), parse_expr(&u.expr))?;
+            Ok(Expr::Binary { op: BinOp::Pow, lhs: Box::new(lhs), rhs: Box::new(rhs), tokens: tokens() })
         }
         syn::Expr::Binary(b) => {
             let op = binop(b.op)?;
@@ -492,6 +550,14 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
             false => Callee::Unknown(format!(
                 "a layer or model is built, then applied to its input: `{}(..)(x)`",
                 compact(&path.to_token_stream())
+            )),
+        };
+    }
+    if let Some(k) = crate::symbol::BuiltinKind::from_name(&last) {
+        return match applied {
+            false => Callee::Builtin(k),
+            true => Callee::Unknown(format!(
+                "`{last}(..)` is a function: `{last}(a, b)`, not applied to a tensor"
             )),
         };
     }

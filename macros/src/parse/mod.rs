@@ -359,3 +359,32 @@ fn parse_input_type(ty: &syn::Type, elem: Elem, nchw: bool) -> Result<Vec<usize>
     }
     Ok(dims)
 }
+
+/// `where(c, a, b)` in a body: JAX's `jnp.where`, a Rust keyword, so the
+/// body does not parse; the error that says what to write instead.
+pub fn keyword_call(item: &TokenStream) -> Option<Error> {
+    use proc_macro2::{Delimiter, TokenTree};
+    fn scan(ts: &TokenStream, in_body: bool) -> Option<Error> {
+        let tokens: Vec<TokenTree> = ts.clone().into_iter().collect();
+        for (k, t) in tokens.iter().enumerate() {
+            match t {
+                TokenTree::Ident(i) if in_body && i == "where" => {
+                    if let Some(TokenTree::Group(g)) = tokens.get(k + 1) {
+                        if g.delimiter() == Delimiter::Parenthesis {
+                            return Some(Error::new(i.span(), "`where` is a Rust keyword: JAX's `jnp.where(cond, a, b)` is `select(mask, a, b)` here (`a` where the mask holds, else `b`)"));
+                        }
+                    }
+                }
+                TokenTree::Group(g) => {
+                    let body = in_body || g.delimiter() == Delimiter::Brace;
+                    if let Some(e) = scan(&g.stream(), body) {
+                        return Some(e);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    scan(item, false)
+}
