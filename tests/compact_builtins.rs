@@ -90,6 +90,17 @@ impl Widths {
     }
 }
 
+/// Python's precedence for `**`: `-x ** 2` is `-(x ** 2)`, `3 * x ** 2`
+/// is `3 * (x ** 2)`, `2 ** 2 ** 3` is `2 ** 8`, `x / x ** 2` is `1 / x`.
+pub struct Precedence;
+
+#[compact]
+impl Precedence {
+    fn forward(x: Input<3>) {
+        -x * *2 + 3 * x * *2 + x / x * *2 + 2 * *2 * *3 + (2 * x) * *2
+    }
+}
+
 macro_rules! check_two {
     ($m:ty, $case:expr, $e:ty, $tol:expr, $shape:ty, $extra:expr) => {{
         let c = $case;
@@ -150,6 +161,18 @@ fn power_matches_jax() {
     assert_rel("y", &m.forward(x.clone()).as_vec(), &c.y.data, 1e-12, 1.0);
     let g = (m.forward(x.leaky_trace()) * w).sum().backward();
     assert_rel("dx", &g.get(&x).as_vec(), &c.grads[0].data, 1e-12, 1.0);
+}
+
+#[test]
+fn power_binds_as_in_python() {
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<Precedence, f64>();
+    let x: Tensor<Rank2<1, 3>, f64, Cpu> = dev.tensor([[0.5, -1.5, 3.0]]);
+    let y = m.forward(x.clone()).as_vec();
+    for (v, x) in y.iter().zip(x.as_vec()) {
+        let want = -(x * x) + 3.0 * x * x + 1.0 / x + 256.0 + 4.0 * x * x;
+        assert!((v - want).abs() < 1e-12, "{v} {want}");
+    }
 }
 
 #[test]

@@ -267,6 +267,56 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
     })
 }
 
+/// `a * *b`: how Rust reads Python's `a ** b`.
+fn is_pow(b: &syn::ExprBinary) -> bool {
+    matches!(b.op, syn::BinOp::Mul(_))
+        && matches!(strip(&b.right), syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)))
+}
+
+/// `left ** exponent` with Python's precedence. Rust's `*` took the whole
+/// product on its left (`x * y ** 2` reads `(x * y) * *2`), its `-` the
+/// operand (`-x ** 2` reads `(-x) * *2`), and chains associate left; in
+/// Python `**` binds only the operand next to it, from the right: so the
+/// exponent goes to the rightmost operand of a product or quotient, under
+/// a negation, and into the exponent of a power (`a ** b ** c` is
+/// `a ** (b ** c)`).
+fn attach(left: &syn::Expr, exponent: Expr, tokens: &TokenStream) -> Result<Expr> {
+    let pow = |base, exponent| Expr::Binary {
+        op: BinOp::Pow,
+        lhs: Box::new(base),
+        rhs: Box::new(exponent),
+        tokens: tokens.clone(),
+    };
+    match left {
+        syn::Expr::Binary(b) if is_pow(b) => {
+            let syn::Expr::Unary(u) = strip(&b.right) else {
+                unreachable!()
+            };
+            let inner = pow(parse_expr(&u.expr)?, exponent);
+            attach(&b.left, inner, tokens)
+        }
+        syn::Expr::Binary(b)
+            if matches!(
+                b.op,
+                syn::BinOp::Mul(_) | syn::BinOp::Div(_) | syn::BinOp::Rem(_)
+            ) =>
+        {
+            Ok(Expr::Binary {
+                op: binop(b.op)?,
+                lhs: Box::new(parse_expr(&b.left)?),
+                rhs: Box::new(attach(&b.right, exponent, tokens)?),
+                tokens: tokens.clone(),
+            })
+        }
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => Ok(Expr::Unary {
+            op: UnOp::Neg,
+            input: Box::new(attach(&u.expr, exponent, tokens)?),
+            tokens: tokens.clone(),
+        }),
+        other => Ok(pow(parse_expr(other)?, exponent)),
+    }
+}
+
 pub(super) fn strip(e: &syn::Expr) -> &syn::Expr {
     match e {
         syn::Expr::Paren(p) => strip(&p.expr),
@@ -308,21 +358,10 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
             };
             Ok(Expr::Unary { op, input: Box::new(parse_expr(&u.expr)?), tokens: tokens() })
         }
-        // Python's `a ** b`, which Rust reads as `a * (*b)`. Rust's `*`
-        // binds the left operand first, so `x * y ** 2` would read as
-        // `(x * y) ** 2`: such a left operand needs parentheses.
-        syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::Mul(_)) && matches!(strip(&b.right), syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_))) => {
+        // Python's `a ** b`, which Rust reads as `a * (*b)`.
+        syn::Expr::Binary(b) if is_pow(b) => {
             let syn::Expr::Unary(u) = strip(&b.right) else { unreachable!() };
-            let ambiguous = match &*b.left {
-                syn::Expr::Binary(l) => matches!(l.op, syn::BinOp::Mul(_) | syn::BinOp::Div(_) | syn::BinOp::Rem(_)),
-                syn::Expr::Unary(l) => matches!(l.op, syn::UnOp::Neg(_)),
-                _ => false,
-            };
-            if ambiguous {
-                return Err(Error::new_spanned(e, format!("in Rust's grammar this `**` takes `{}` as its base, where Python takes only the operand next to it: add parentheses, e.g. `a * (b ** c)` or `-(a ** b)`", b.left.to_token_stream())));
-            }
-            let (lhs, rhs) = both(parse_expr(&b.left), parse_expr(&u.expr))?;
-            Ok(Expr::Binary { op: BinOp::Pow, lhs: Box::new(lhs), rhs: Box::new(rhs), tokens: tokens() })
+            attach(&b.left, parse_expr(&u.expr)?, &tokens())
         }
         syn::Expr::Binary(b) => {
             let op = binop(b.op)?;
