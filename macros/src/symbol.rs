@@ -36,6 +36,8 @@ vocabulary! {
         Conv => "Conv",
         /// `ConvTranspose(features, kernel_size)`
         ConvTranspose => "ConvTranspose",
+        /// `StdConv(features, kernel_size)`: vit_jax's weight-standardised `Conv`
+        StdConv => "StdConv",
         /// `Dropout(rate)`
         Dropout => "Dropout",
         /// `BatchNorm()`

@@ -40,6 +40,8 @@ pub enum Layer {
     Dense(dense::Dense),
     /// `Conv`
     Conv(conv::Conv),
+    /// `StdConv`: a `Conv` whose kernel is standardised before use.
+    StdConv(conv::Conv),
     /// `ConvTranspose`
     ConvTranspose(conv_transpose::ConvTranspose),
     /// `BatchNorm`
@@ -111,6 +113,7 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
         LayerKind::Rnn => one(Elem::Float),
         LayerKind::Dense
         | LayerKind::Conv
+        | LayerKind::StdConv
         | LayerKind::ConvTranspose
         | LayerKind::Dropout
         | LayerKind::BatchNorm
@@ -160,7 +163,7 @@ pub fn cell_sig() -> &'static Sig {
 pub fn sig(kind: LayerKind) -> &'static Sig {
     match kind {
         LayerKind::Dense => &dense::SIG,
-        LayerKind::Conv => &conv::SIG,
+        LayerKind::Conv | LayerKind::StdConv => &conv::SIG,
         LayerKind::ConvTranspose => &conv_transpose::SIG,
         LayerKind::Dropout => &dropout::SIG,
         LayerKind::BatchNorm => &batch_norm::SIG,
@@ -181,6 +184,7 @@ pub fn check(kind: LayerKind, b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<C
     match kind {
         LayerKind::Dense => dense::check(b, site, cx).map(|(l, s)| field((Layer::Dense(l), s))),
         LayerKind::Conv => conv::check(b, site, cx).map(|(l, s)| field((Layer::Conv(l), s))),
+        LayerKind::StdConv => conv::check(b, site, cx).map(|(l, s)| field((Layer::StdConv(l), s))),
         LayerKind::ConvTranspose => {
             conv_transpose::check(b, site, cx).map(|(l, s)| field((Layer::ConvTranspose(l), s)))
         }
@@ -215,6 +219,10 @@ impl Layer {
         match self {
             Layer::Dense(l) => l.ty(),
             Layer::Conv(l) => l.ty(),
+            Layer::StdConv(l) => {
+                let (rt, inner) = (paths::layers(), l.ty());
+                quote!(#rt::StdConv<#inner>)
+            }
             Layer::ConvTranspose(l) => l.ty(),
             Layer::BatchNorm(l) => l.ty(),
             Layer::LayerNorm(l) => l.ty(),
@@ -251,6 +259,7 @@ impl Layer {
             }
             Layer::Dense(_)
             | Layer::Conv(_)
+            | Layer::StdConv(_)
             | Layer::ConvTranspose(_)
             | Layer::Embed(_)
             | Layer::Rnn(_)
@@ -266,6 +275,13 @@ impl Layer {
         let fills = match self {
             Layer::Dense(l) => &l.fills,
             Layer::Conv(l) => &l.fills,
+            Layer::StdConv(l) => {
+                let stmts: Vec<TokenStream> = l.fills.iter().map(crate::init::Fill::stmt).collect();
+                return match stmts.is_empty() {
+                    true => stmts,
+                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
+                };
+            }
             Layer::ConvTranspose(l) => &l.fills,
             Layer::BatchNorm(l) => &l.fills,
             Layer::LayerNorm(l) => &l.fills,
@@ -299,7 +315,7 @@ impl Layer {
         let fl = paths::flax();
         let kind = match self {
             Layer::Dense(l) => l.flax_kind(flattened),
-            Layer::Conv(l) => l.flax_kind(),
+            Layer::Conv(l) | Layer::StdConv(l) => l.flax_kind(),
             Layer::ConvTranspose(l) => l.flax_kind(),
             Layer::BatchNorm(_) => quote!(#fl::FlaxKind::BatchNorm),
             Layer::LayerNorm(_) => quote!(#fl::FlaxKind::LayerNorm),
@@ -323,7 +339,7 @@ impl Layer {
     pub fn params(&self) -> usize {
         match self {
             Layer::Dense(l) => l.params(),
-            Layer::Conv(l) => l.params(),
+            Layer::Conv(l) | Layer::StdConv(l) => l.params(),
             Layer::ConvTranspose(l) => l.params(),
             Layer::BatchNorm(l) => l.params(),
             Layer::LayerNorm(l) => l.params(),
@@ -349,6 +365,7 @@ impl Layer {
         match self {
             Layer::Dense(l) => l.doc(),
             Layer::Conv(l) => l.doc(),
+            Layer::StdConv(l) => format!("`StdConv` {}", l.doc()),
             Layer::ConvTranspose(l) => l.doc(),
             Layer::BatchNorm(_) => "`BatchNorm`".into(),
             Layer::LayerNorm(_) => "`LayerNorm`".into(),

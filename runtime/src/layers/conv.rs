@@ -343,6 +343,9 @@ macro_rules! conv_layers {
             fn bias(&self) -> Option<&Tensor<Self::Bias, E, D>> {
                 conv_layers!(@bias self $($bias)?)
             }
+            fn with_weight(&self, weight: Tensor<Self::Weight, E, D>) -> Self {
+                $name { weight, $($bias: self.$bias.clone())? }
+            }
         }
 
         impl<$(const $g: usize,)* E: Dtype, D: Device<E>> TensorCollection<E, D>

@@ -31,6 +31,10 @@ pub trait ConvLayer<E: Dtype, D: Storage<E>> {
     fn weight(&self) -> &Tensor<Self::Weight, E, D>;
     /// The bias, if the layer has one.
     fn bias(&self) -> Option<&Tensor<Self::Bias, E, D>>;
+    /// The same layer with another kernel (the bias shared).
+    fn with_weight(&self, weight: Tensor<Self::Weight, E, D>) -> Self
+    where
+        Self: Sized;
 }
 
 /// `epi(layer(x))`: the convolution `layer` followed by `epi` (relu,

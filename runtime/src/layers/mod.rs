@@ -52,6 +52,7 @@ mod relu;
 mod remat;
 pub mod resize;
 mod rnn;
+mod std_conv;
 
 pub use attention::{Biased, MultiHeadAttention, Project, Projections, SelfAttention, Unbiased};
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
@@ -72,6 +73,7 @@ pub use relu::Relu;
 pub use remat::{Remat, RematInput, RematPart, TapedTensor};
 pub use resize::{Resize2D, ResizeGeometry, ResizeMethod};
 pub use rnn::{GruCell, LstmCell, RecurrentCell, Rnn, SimpleCell};
+pub use std_conv::{Standardize, StdConv};
 
 /// Builders of the layers with parameters, for `dev.build_module::<M, E>()`.
 pub mod builder {

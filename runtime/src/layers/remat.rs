@@ -145,34 +145,61 @@ impl<S: Shape, E: Dtype, D: Device<E>> TapedTensor<E, D> for Tensor<S, E, D, Own
     }
 }
 
-impl<D: Device<E>, E: Dtype, B: BuildOnDevice<D, E>> BuildOnDevice<D, E> for Remat<B> {
+impl<D: Device<E>, E: Dtype, B: BuildOnDevice<D, E>> BuildOnDevice<D, E> for Remat<B>
+where
+    B::Built: 'static,
+{
     type Built = Remat<B::Built>;
 }
 
-impl<E: Dtype, D: Device<E>, M: TensorCollection<E, D>> TensorCollection<E, D> for Remat<M> {
+impl<E: Dtype, D: Device<E>, M: TensorCollection<E, D> + 'static> TensorCollection<E, D>
+    for Remat<M>
+{
     type To<E2: Dtype, D2: Device<E2>> = Remat<M::To<E2, D2>>;
 
     fn iter_tensors<V: ModuleVisitor<Self, E, D>>(
         visitor: &mut V,
     ) -> Result<Option<Self::To<V::E2, V::D2>>, V::Err> {
-        let inner = M::iter_tensors(&mut Transparent { outer: visitor })?;
+        let inner = M::iter_tensors(&mut Transparent {
+            outer: visitor,
+            wrapper: core::marker::PhantomData::<fn() -> Self>,
+        })?;
         Ok(inner.map(|inner| Remat { inner }))
     }
 }
 
-/// Visits `M`'s fields as fields of `Remat<M>` under their own names, so
-/// that `Remat` adds no level to the paths (a `visit_module("", ..)` would
-/// give `block_0..conv_0`).
-struct Transparent<'a, V> {
-    outer: &'a mut V,
+/// A module that holds another and adds nothing to its parameters
+/// ([`Remat`], [`StdConv`](super::StdConv)): its `TensorCollection`
+/// visits the inner module's fields under their own names.
+pub(super) trait Wrapper<M> {
+    fn inner(&self) -> &M;
+    fn inner_mut(&mut self) -> &mut M;
 }
 
-impl<M, E, D, V> ModuleVisitor<M, E, D> for Transparent<'_, V>
+impl<M> Wrapper<M> for Remat<M> {
+    fn inner(&self) -> &M {
+        &self.inner
+    }
+    fn inner_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+}
+
+/// Visits `M`'s fields as fields of the wrapper `W` under their own
+/// names, so that `W` adds no level to the paths (a `visit_module("",
+/// ..)` would give `block_0..conv_0`).
+pub(super) struct Transparent<'a, V, W> {
+    pub(super) outer: &'a mut V,
+    pub(super) wrapper: core::marker::PhantomData<fn() -> W>,
+}
+
+impl<M, E, D, V, W> ModuleVisitor<M, E, D> for Transparent<'_, V, W>
 where
-    M: TensorCollection<E, D>,
+    M: TensorCollection<E, D> + 'static,
     E: Dtype,
     D: Device<E>,
-    V: ModuleVisitor<Remat<M>, E, D>,
+    W: Wrapper<M> + TensorCollection<E, D> + 'static,
+    V: ModuleVisitor<W, E, D>,
 {
     type Err = V::Err;
     type E2 = V::E2;
@@ -190,7 +217,7 @@ where
         Field: TensorCollection<E, D>,
     {
         self.outer
-            .visit_module(name, |r| get_refs(&r.inner), |r| get_muts(&mut r.inner))
+            .visit_module(name, |r| get_refs(r.inner()), |r| get_muts(r.inner_mut()))
     }
 
     fn visit_tensor<S: Shape, GetRef, GetMut>(
@@ -206,8 +233,8 @@ where
     {
         self.outer.visit_tensor(
             name,
-            |r| get_refs(&r.inner),
-            |r| get_muts(&mut r.inner),
+            |r| get_refs(r.inner()),
+            |r| get_muts(r.inner_mut()),
             opts,
         )
     }
@@ -226,8 +253,8 @@ where
     {
         self.outer.visit_scalar(
             name,
-            |r| get_refs(&r.inner),
-            |r| get_muts(&mut r.inner),
+            |r| get_refs(r.inner()),
+            |r| get_muts(r.inner_mut()),
             opts,
         )
     }
