@@ -177,10 +177,11 @@ def perturb(variables, rng):
 
 def grad_fields(grads, suffix=""):
     """"grads" (leaves of at most FULL_GRAD_MAX elements, whole) and
-    "kernel_grads" (the larger kernels, output channels
-    0, CHANNEL_STEP, ...: kernel[..., ::CHANNEL_STEP] in HWIO) keyed
-    "params/<path>", and "kernel_grad_channels" (those channels), with
-    SUFFIX appended to the first two names."""
+    "kernel_grads" (the larger kernels at one output channel of each run of
+    CHANNEL_STEP, channel CHANNEL_STEP * i + i % CHANNEL_STEP for i = 0, 1,
+    ...: kernel[..., channels] in HWIO) keyed "params/<path>", and
+    "kernel_grad_channels" (those channels), with SUFFIX appended to the
+    first two names."""
     full, sampled, channels = {}, {}, {}
     for k, v in sorted(flatten_dict(grads, sep="/").items()):
         key = f"params/{k}"
@@ -189,7 +190,7 @@ def grad_fields(grads, suffix=""):
             full[key] = arr(v)
         else:
             assert k.endswith("/kernel") and v.ndim == 4, k
-            picked = list(range(0, v.shape[-1], CHANNEL_STEP))
+            picked = [i * CHANNEL_STEP + i % CHANNEL_STEP for i in range(v.shape[-1] // CHANNEL_STEP)]
             sampled[key] = arr(v[..., picked])
             channels[key] = picked
     return {f"grads{suffix}": full, f"kernel_grads{suffix}": sampled, "kernel_grad_channels": channels}
@@ -266,7 +267,7 @@ def loss_and_grads(model, params, x, w):
         y = nchw(model.apply({"params": params}, nhwc(x)))
         return jnp.sum(y * w), y
 
-    return jax.value_and_grad(loss_fn, has_aux=True)(params)
+    return jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(params)
 
 
 def bit(out):
