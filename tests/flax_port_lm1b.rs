@@ -181,8 +181,8 @@ fn transformer_lm_loads_and_matches_flax() {
     let loss = (out * w.clone()).sum::<Rank0, _>().array();
     assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
     // Dropout off (Flax's `deterministic=True`): `forward` with a tape.
-    let y = model.forward(t.traced(model.alloc_grads()));
-    let grads = (y * w).sum().backward();
+    let y = model.forward(t.clone().traced(model.alloc_grads()));
+    let grads = (y * w.clone()).sum().backward();
     let got = flax_grads(&model, &grads);
     for (p, g) in &f.grads_f64 {
         let ours = got
@@ -191,6 +191,15 @@ fn transformer_lm_loads_and_matches_flax() {
             .unwrap_or_else(|| panic!("no gradient at {p}"));
         assert_rel(&format!("d loss / d {p}"), ours, &g.data, 1e-4, 1.0);
     }
+    // A training step with dropout on (`forward_mut`), backward, Adam.
+    let before = model.decoder.logitdense.weight.as_vec();
+    let mut state = TrainState::create(model, adam(1e-2)).unwrap();
+    let (loss, grads) = state
+        .value_and_grad(|m, tape| (m.forward_mut(t.clone().put_tape(tape)) * w.clone()).sum())
+        .unwrap();
+    assert!(loss.array().is_finite());
+    state.apply_gradients(grads).unwrap();
+    assert_ne!(state.params.decoder.logitdense.weight.as_vec(), before);
 }
 
 #[test]

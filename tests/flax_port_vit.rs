@@ -208,7 +208,7 @@ fn vision_transformer_loads_and_matches_flax() {
     assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
     // Gradients (dropout off: Flax's `train=False`): flaxen's `forward`
     // on a traced input runs inference with a tape.
-    let y = model.forward(x.traced(model.alloc_grads()));
+    let y = model.forward(x.clone().traced(model.alloc_grads()));
     let grads = (y * w).sum().backward();
     let got = flax_grads(&model, &grads);
     // `key/bias` has an exact gradient of 0 (softmax ignores a shift per
@@ -222,7 +222,19 @@ fn vision_transformer_loads_and_matches_flax() {
             assert_rel(&format!("d loss / d {p}"), &got[p], &g.data, 1e-4, 1.0);
         }
     }
-    let _ = extra.out_f64;
+    // A training step as Flax's `train=True` runs it: dropout on
+    // (`forward_mut`), backward, an Adam update that moves the head.
+    let before = model.head.weight.as_vec();
+    let mut state = TrainState::create(model, adam(1e-2)).unwrap();
+    let (loss, grads) = state
+        .value_and_grad(|m, tape| {
+            let y = m.forward_mut(x.clone().put_tape(tape));
+            softmax_cross_entropy_with_integer_labels(y, dev.tensor([0usize, 1, 2, 3, 4])).mean()
+        })
+        .unwrap();
+    assert!(loss.array().is_finite());
+    state.apply_gradients(grads).unwrap();
+    assert_ne!(state.params.head.weight.as_vec(), before);
 }
 
 #[test]

@@ -274,13 +274,25 @@ fn wmt_transformer_loads_and_matches_flax() {
     let loss = (out * w.clone()).sum::<Rank0, _>().array();
     assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
     // Dropout off (Flax's `deterministic=True`): `forward` with a tape.
-    let y = model.forward((s.traced(model.alloc_grads()), t));
-    let grads = (y * w).sum().backward();
+    let y = model.forward((s.clone().traced(model.alloc_grads()), t.clone()));
+    let grads = (y * w.clone()).sum().backward();
     let got = flax_grads(&model, &grads);
     for (p, g) in &f.grads_f64 {
         let ours = got.get(p).unwrap_or_else(|| panic!("no gradient at {p}"));
         assert_rel(&format!("d loss / d {p}"), ours, &g.data, 1e-4, 1.0);
     }
+    // A training step with dropout on (`forward_mut`), backward, Adam: the
+    // encoder moves too.
+    let before = model.encoder.embed_0.embedding.as_vec();
+    let mut state = TrainState::create(model, adam(1e-2)).unwrap();
+    let (loss, grads) = state
+        .value_and_grad(|m, tape| {
+            (m.forward_mut((s.clone().put_tape(tape), t.clone())) * w.clone()).sum()
+        })
+        .unwrap();
+    assert!(loss.array().is_finite());
+    state.apply_gradients(grads).unwrap();
+    assert_ne!(state.params.encoder.embed_0.embedding.as_vec(), before);
 }
 
 #[test]
