@@ -222,6 +222,10 @@ where
     Ok(rows.put_tape(tape))
 }
 
+/// `[batch, N]` rows on the tape `T`.
+pub type Row<B, const N: usize, E, D, T> =
+    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), E, D, T>;
+
 /// `[batch, N]` copies of the row `start, start + 1, .., start + N - 1`:
 /// what `arange(start, stop)` in a model is, on the tape `T` (without
 /// gradient).
@@ -238,7 +242,7 @@ pub fn arange<B, const N: usize, E, D, T>(
     dev: &D,
     batch: B,
     start: f64,
-) -> Result<dfdx::tensor::Tensor<(B, dfdx::shapes::Const<N>), E, D, T>, D::Err>
+) -> Result<Row<B, N, E, D, T>, D::Err>
 where
     B: dfdx::shapes::Dim,
     E: Dtype,

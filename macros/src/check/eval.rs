@@ -563,9 +563,8 @@ impl Checker<'_> {
                 let msg = if ids && !op.is_arithmetic() {
                     format!("`{sym}` on token ids cannot be decided when the macro expands\nhelp: Flax's `make_attention_mask(tokens > 0, tokens > 0)` is `make_attention_mask(tokens, tokens)` here: it takes the ids themselves, and id 0 is padding")
                 } else if op == BinOp::Pow {
-                    format!(
-                        "`**` raises a tensor to a number known when the macro expands (`x ** 2`)"
-                    )
+                    "`**` raises a tensor to a number known when the macro expands (`x ** 2`)"
+                        .to_string()
                 } else if op.is_arithmetic() || op == BinOp::Rem {
                     format!(
                         "`{sym}` works on two tensors of the same shape or a tensor and a number"
