@@ -116,6 +116,8 @@ pub enum Stmt {
     ForEach {
         /// The index variable of `enumerate`.
         index: Option<syn::Ident>,
+        /// `enumerate(t, start)`'s first index (0 when left out).
+        start: Option<Box<Expr>>,
         /// The element variable (`None` for `_`).
         var: Option<syn::Ident>,
         /// The tuple.

@@ -77,11 +77,18 @@ impl Checker<'_> {
             } => self.for_loop(var.as_ref(), start, end, *inclusive, body, tokens),
             Stmt::ForEach {
                 index,
+                start,
                 var,
                 items,
                 body,
                 tokens,
-            } => self.for_each(index.as_ref(), var.as_ref(), items, body, tokens),
+            } => self.for_each(
+                (index.as_ref(), start.as_deref()),
+                var.as_ref(),
+                items,
+                body,
+                tokens,
+            ),
             Stmt::Expr(e) => {
                 let v = self.expr(e);
                 if !matches!(&v, Val::Poison) && !matches!(&v, Val::Tuple(t) if t.is_empty()) {
@@ -451,6 +458,18 @@ impl Checker<'_> {
                         Val::Poison
                     }
                 }
+            }
+            // `t[1..]`: Python's `t[1:]` of a tuple known at expansion.
+            (v @ (Val::Tuple(_) | Val::Shape(_)), Val::Range(a, b)) => {
+                let items = v.elems().unwrap_or_default();
+                let n = items.len() as i64;
+                let end = |e: Option<i64>, default: i64| match e {
+                    None => default,
+                    Some(k) if k < 0 => (n + k).max(0),
+                    Some(k) => k.min(n),
+                };
+                let (a, b) = (end(a, 0), end(b, n));
+                Val::Tuple(items[a as usize..b.max(a) as usize].to_vec())
             }
             (Val::Tensor(t), Val::Range(a, b)) => {
                 let shape = self.shape(t).to_vec();

@@ -54,12 +54,24 @@ impl Checker<'_> {
     /// shape) known at expansion.
     pub(super) fn for_each(
         &mut self,
-        index: Option<&syn::Ident>,
+        (index, start): (Option<&syn::Ident>, Option<&Expr>),
         var: Option<&syn::Ident>,
         items: &Expr,
         body: &Block,
         tokens: &TokenStream,
     ) {
+        let first = match start.map(|s| (s, self.expr(s))) {
+            None => 0,
+            Some((_, Val::Int(n))) => n,
+            Some((_, Val::Poison)) => return,
+            Some((s, other)) => {
+                self.cx.error_at(
+                    s.tokens(),
+                    format!("`enumerate`'s start is an integer, not {}", other.kind()),
+                );
+                return;
+            }
+        };
         let elems = match self.expr(items) {
             Val::Poison => return,
             v => match v.elems() {
@@ -74,7 +86,7 @@ impl Checker<'_> {
         let iters = elems.into_iter().enumerate().map(|(k, v)| {
             let mut b = Vec::new();
             if let Some(i) = index {
-                b.push((i.clone(), Val::Int(k as i64)));
+                b.push((i.clone(), Val::Int(first + k as i64)));
             }
             if let Some(m) = var {
                 b.push((m.clone(), v));

@@ -207,13 +207,13 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
     let enumerated = match strip(&f.expr) {
         syn::Expr::Call(c)
             if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("enumerate"))
-                && c.args.len() == 1 =>
+                && (1..=2).contains(&c.args.len()) =>
         {
-            Some(&c.args[0])
+            Some((&c.args[0], c.args.get(1)))
         }
         _ => None,
     };
-    if let Some(items) = enumerated {
+    if let Some((items, start)) = enumerated {
         let syn::Pat::Tuple(t) = &*f.pat else {
             return Err(Error::new_spanned(
                 &f.pat,
@@ -229,6 +229,7 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
         };
         return Ok(Stmt::ForEach {
             index: name(i)?,
+            start: start.map(parse_expr).transpose()?.map(Box::new),
             var: name(m)?,
             items: Box::new(parse_expr(items)?),
             body: parse_block(&f.body)?,
@@ -239,6 +240,7 @@ fn parse_for(f: &syn::ExprForLoop) -> Result<Stmt> {
     if !matches!(strip(&f.expr), syn::Expr::Range(_) | syn::Expr::Call(_)) {
         return Ok(Stmt::ForEach {
             index: None,
+            start: None,
             var,
             items: Box::new(parse_expr(&f.expr)?),
             body: parse_block(&f.body)?,
