@@ -254,6 +254,11 @@ fn ppo_actor_critic_loads_and_trains_as_in_flax() {
     let picked = rows_of(&got["params/hidden/kernel"], 512, &f.kernel_grad_rows);
     let want = &f.kernel_grad.as_ref().unwrap().data;
     assert_rel("d loss / d hidden/kernel rows", &picked, want, 1e-4, 1.0);
+    // The optimizer update of the training step.
+    let before = model.value.weight.as_vec();
+    let mut opt = flaxen::dfdx::optim::Sgd::new(&model, Default::default());
+    flaxen::dfdx::optim::Optimizer::update(&mut opt, &mut model, &grads).unwrap();
+    assert_ne!(model.value.weight.as_vec(), before);
 }
 
 // ---------------------------------------------------------------- MLP-Mixer
@@ -328,6 +333,11 @@ fn mlp_mixer_loads_and_trains_as_in_flax() {
     let y = model.forward_mut(x.traced(model.alloc_grads()));
     let grads = (y * w).sum().backward();
     assert_grads(&flax_grads(&model, &grads), &f.grads, 1e-4);
+    // The optimizer update of the training step.
+    let before = model.stem.weight.as_vec();
+    let mut opt = flaxen::dfdx::optim::Sgd::new(&model, Default::default());
+    flaxen::dfdx::optim::Optimizer::update(&mut opt, &mut model, &grads).unwrap();
+    assert_ne!(model.stem.weight.as_vec(), before);
     let mut state = StateMap::new();
     save_module_state(&model, "", &mut state);
     assert!(state.contains_key("mixer_block_1.token_mixing.dense_1.weight"));
