@@ -72,6 +72,17 @@ impl Power {
     }
 }
 
+/// `jnp.pad` with a constant and `jax.lax.slice_in_dim` on the last axis.
+pub struct PadSlice;
+
+#[compact]
+impl PadSlice {
+    fn forward(x: Input<2, 5>) {
+        let p = pad(x, ((1, 2), (2, 0)), constant_values = 0.5) * 2.0;
+        slice(p, 1, 6, axis = -1)
+    }
+}
+
 /// `len`, `for m in t` and `enumerate` run at expansion: a U-Net's
 /// channel multipliers, one `Dense` per entry.
 pub struct Widths;
@@ -158,6 +169,19 @@ fn power_matches_jax() {
     let m = dev.build_module::<Power, f64>();
     let x: Tensor<Rank2<3, 5>, f64, Cpu> = dev.tensor(c.inputs[0].data.clone());
     let w: Tensor<Rank2<3, 5>, f64, Cpu> = dev.tensor(c.w.data.clone());
+    assert_rel("y", &m.forward(x.clone()).as_vec(), &c.y.data, 1e-12, 1.0);
+    let g = (m.forward(x.leaky_trace()) * w).sum().backward();
+    assert_rel("dx", &g.get(&x).as_vec(), &c.grads[0].data, 1e-12, 1.0);
+}
+
+#[test]
+fn pad_and_slice_match_jax() {
+    let f = fixture();
+    let c = &f.cases["pad_slice"];
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<PadSlice, f64>();
+    let x: Tensor<Rank3<3, 2, 5>, f64, Cpu> = dev.tensor(c.inputs[0].data.clone());
+    let w: Tensor<Rank3<3, 5, 5>, f64, Cpu> = dev.tensor(c.w.data.clone());
     assert_rel("y", &m.forward(x.clone()).as_vec(), &c.y.data, 1e-12, 1.0);
     let g = (m.forward(x.leaky_trace()) * w).sum().backward();
     assert_rel("dx", &g.get(&x).as_vec(), &c.grads[0].data, 1e-12, 1.0);

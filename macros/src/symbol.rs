@@ -130,6 +130,10 @@ vocabulary! {
         Sum => "sum",
         /// `concatenate((x, y), axis)`
         Concatenate => "concatenate",
+        /// `pad(x, pad_width)`
+        Pad => "pad",
+        /// `slice(x, start, stop, axis = -1)`
+        Slice => "slice",
         /// `avg_pool(x, window_shape)`
         AvgPool => "avg_pool",
         /// `max_pool(x, window_shape)`

@@ -14,7 +14,11 @@ of per-example inputs (batch 3) written here as its Flax user writes it:
   shape (3,): `half = 8; e = log(10000) / (half - 1); e = exp(arange(half)
   * -e); e = t[:, None] * e[None, :]; concatenate([sin(e), cos(e)], 1)`;
 - "power": `x ** 3 + 2 ** 3 * x` (a tensor to a number, and a number to a
-  number).
+  number);
+- "pad_slice": for x of shape (3, 2, 5): `jnp.pad(x, ((0, 0), (1, 2), (2,
+  0)), constant_values=0.5) * 2.0` then
+  `jax.lax.slice_in_dim(.., 1, 6, axis=2)` (per example: `[2, 5]` padded
+  to `[5, 7]`, then columns 1..6).
 
 Each case holds the inputs, the output `y` and the gradient of
 `sum(y * w)` (w a fixed normal array of y's shape) with respect to each
@@ -74,6 +78,11 @@ def main():
     case("select", lambda x, y: jnp.where(m, x, y) + jnp.where(m, 2.0, y) + jnp.where(m, x, -1.0), [xs, ys])
     case("timestep", timestep, [t])
     case("power", lambda x: x ** 3 + 2 ** 3 * x, [x])
+    case(
+        "pad_slice",
+        lambda x: jax.lax.slice_in_dim(jnp.pad(x, ((0, 0), (1, 2), (2, 0)), constant_values=0.5) * 2.0, 1, 6, axis=2),
+        [xs],
+    )
     with open(out / "jax_builtins.json", "w") as f:
         json.dump({"mask": [bool(v) for v in m.reshape(-1)], "cases": cases}, f)
         f.write("\n")

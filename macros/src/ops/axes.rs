@@ -118,7 +118,7 @@ pub fn shift_right(site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<usize>)
 /// pass writes the gradient into its input's (`=`, not `+=`), which would
 /// drop what other readers of `x` added there; the copy's gradient is
 /// written by the slice alone, and the copy adds it to `x`'s.
-fn fresh(x: TokenStream) -> TokenStream {
+pub(super) fn fresh(x: TokenStream) -> TokenStream {
     let (dfdx, rt) = (paths::dfdx(), paths::compact());
     quote!(#dfdx::tensor_ops::TryMul::try_mul(#x, #rt::scalar::<E>(1.0))?)
 }

@@ -8,6 +8,7 @@ mod axes;
 pub mod broadcast;
 mod concat;
 mod mask;
+mod pad;
 mod pool;
 mod reduce;
 mod reshape;
@@ -83,6 +84,17 @@ pub enum Op {
     /// `arange(start, stop)`: the constant `[stop - start]` row of floats,
     /// the same for every example.
     Arange { start: i64 },
+    /// `pad(x, pad_width)`: `(before, after)` rows of `value` per axis.
+    Pad {
+        widths: Vec<(usize, usize)>,
+        value: f64,
+    },
+    /// `slice(x, start, stop, axis)`: `start..stop` of per-example `axis`.
+    SliceAxis {
+        axis: usize,
+        start: usize,
+        stop: usize,
+    },
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -105,6 +117,8 @@ enum Family {
     CombineMasks,
     ShiftRight,
     Sinusoidal,
+    Pad,
+    SliceAxis,
 }
 
 fn family(kind: OpKind) -> Family {
@@ -153,6 +167,8 @@ fn family(kind: OpKind) -> Family {
         OpKind::CombineMasks => Family::CombineMasks,
         OpKind::ShiftRight => Family::ShiftRight,
         OpKind::SinusoidalPositions => Family::Sinusoidal,
+        OpKind::Pad => Family::Pad,
+        OpKind::Slice => Family::SliceAxis,
     }
 }
 
@@ -174,6 +190,8 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         Family::CombineMasks => &mask::COMBINE,
         Family::ShiftRight => &axes::SHIFT_RIGHT,
         Family::Sinusoidal => &tables::SINUSOIDAL,
+        Family::Pad => &pad::PAD,
+        Family::SliceAxis => &pad::SLICE,
     }
 }
 
@@ -204,6 +222,8 @@ pub fn check(
         Family::CombineMasks => mask::combine(site, cx),
         Family::ShiftRight => axes::shift_right(site, cx),
         Family::Sinusoidal => tables::sinusoidal(b, site, cx),
+        Family::Pad => pad::check(b, site, cx),
+        Family::SliceAxis => pad::check_slice(b, site, cx),
     }
 }
 
@@ -225,6 +245,8 @@ pub fn input_elem(kind: OpKind) -> Option<Elem> {
         | Family::Resize
         | Family::SwapAxes
         | Family::Transpose
+        | Family::Pad
+        | Family::SliceAxis
         | Family::Sinusoidal => Some(Elem::Float),
     }
 }
@@ -245,6 +267,8 @@ pub fn tensor_args(kind: OpKind) -> usize {
         | Family::Transpose
         | Family::ShiftRight
         | Family::Sinusoidal
+        | Family::Pad
+        | Family::SliceAxis
         | Family::CausalMask => 1,
     }
 }
@@ -346,6 +370,18 @@ impl Op {
                 (select::expand(*on_true, *on_false, &io.args), Vec::new())
             }
             Op::Arange { start } => (select::arange(*start, io.out), Vec::new()),
+            Op::Pad { widths, value } => {
+                let shape_in: Vec<usize> = io
+                    .out
+                    .iter()
+                    .zip(widths)
+                    .map(|(d, (lo, hi))| d - lo - hi)
+                    .collect();
+                (pad::expand(widths, *value, x, &shape_in), Vec::new())
+            }
+            Op::SliceAxis { axis, start, stop } => {
+                (pad::expand_slice(*axis, *start, *stop, x, io.out), Vec::new())
+            }
         }
     }
 
@@ -366,6 +402,8 @@ impl Op {
             | Op::Sinusoidal { .. }
             | Op::Select { .. }
             | Op::Arange { .. }
+            | Op::Pad { .. }
+            | Op::SliceAxis { .. }
             | Op::Resize(_) => Elem::Float,
             // Token ids stay token ids; the checker records the elem.
             Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
@@ -399,6 +437,8 @@ impl Op {
             Op::Sinusoidal { .. } => "sinusoidal_positions".into(),
             Op::Select { .. } => "select".into(),
             Op::Arange { .. } => "arange".into(),
+            Op::Pad { .. } => "pad".into(),
+            Op::SliceAxis { .. } => "slice".into(),
         }
     }
 
@@ -427,6 +467,8 @@ impl Op {
             Op::Sinusoidal { .. } => "`sinusoidal_positions`".into(),
             Op::Select { .. } => "`select`".into(),
             Op::Arange { start } => format!("`arange` from {start}"),
+            Op::Pad { .. } => "`pad`".into(),
+            Op::SliceAxis { start, stop, .. } => format!("`slice({start}, {stop})`"),
         })
     }
 }
