@@ -379,9 +379,10 @@ impl Op {
                     .collect();
                 (pad::expand(widths, *value, x, &shape_in), Vec::new())
             }
-            Op::SliceAxis { axis, start, stop } => {
-                (pad::expand_slice(*axis, *start, *stop, x, io.out), Vec::new())
-            }
+            Op::SliceAxis { axis, start, stop } => (
+                pad::expand_slice(*axis, *start, *stop, x, io.out),
+                Vec::new(),
+            ),
         }
     }
 

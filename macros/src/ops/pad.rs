@@ -52,7 +52,10 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, Vec<us
     };
     if let Some(m) = b.get("mode") {
         if !matches!(&m.val, Val::Str(s) | Val::Word(s) if s == "constant") {
-            cx.error_at(m, "flaxen pads with a constant (`mode = \"constant\"`, the default)");
+            cx.error_at(
+                m,
+                "flaxen pads with a constant (`mode = \"constant\"`, the default)",
+            );
             return None;
         }
     }
@@ -95,7 +98,12 @@ pub fn check_slice(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(super::Op, 
 
 /// The padded tensor: per padded axis, constant blocks joined before and
 /// after it (on the input's tape, so the gradient flows through).
-pub fn expand(widths: &[(usize, usize)], value: f64, x: TokenStream, shape_in: &[usize]) -> TokenStream {
+pub fn expand(
+    widths: &[(usize, usize)],
+    value: f64,
+    x: TokenStream,
+    shape_in: &[usize],
+) -> TokenStream {
     let (dfdx, rt) = (paths::dfdx(), paths::compact());
     let mut shape = shape_in.to_vec();
     let mut steps = Vec::new();
@@ -139,7 +147,13 @@ pub fn expand(widths: &[(usize, usize)], value: f64, x: TokenStream, shape_in: &
 
 /// `start..stop` of batched axis `axis + 1`, as `x[a..b]` does for the
 /// first.
-pub fn expand_slice(axis: usize, start: usize, stop: usize, x: TokenStream, out: &[usize]) -> TokenStream {
+pub fn expand_slice(
+    axis: usize,
+    start: usize,
+    stop: usize,
+    x: TokenStream,
+    out: &[usize],
+) -> TokenStream {
     let dfdx = paths::dfdx();
     let ranges = (0..out.len()).map(|k| {
         if k == axis {
