@@ -24,6 +24,7 @@ struct Case {
 #[derive(serde::Deserialize)]
 struct Fixture {
     mask: Vec<bool>,
+    attention_mask: Vec<bool>,
     cases: BTreeMap<String, Case>,
 }
 
@@ -80,6 +81,16 @@ impl PadSlice {
     fn forward(x: Input<2, 5>) {
         let p = pad(x, ((1, 2), (2, 0)), constant_values = 0.5) * 2.0;
         slice(p, 1, 6, axis = -1)
+    }
+}
+
+/// Flax's functional `dot_product_attention` under a mask.
+pub struct DotAttention;
+
+#[compact]
+impl DotAttention {
+    fn forward(q: Input<4, 2, 3>, k: Input<5, 2, 3>, v: Input<5, 2, 6>, m: Mask<4, 5>) {
+        dot_product_attention(q, k, v, mask = m)
     }
 }
 
@@ -185,6 +196,26 @@ fn pad_and_slice_match_jax() {
     assert_rel("y", &m.forward(x.clone()).as_vec(), &c.y.data, 1e-12, 1.0);
     let g = (m.forward(x.leaky_trace()) * w).sum().backward();
     assert_rel("dx", &g.get(&x).as_vec(), &c.grads[0].data, 1e-12, 1.0);
+}
+
+#[test]
+fn dot_product_attention_matches_flax() {
+    let f = fixture();
+    let c = &f.cases["dot_attention"];
+    let dev: Cpu = Default::default();
+    let m = dev.build_module::<DotAttention, f64>();
+    let q: Tensor<Rank4<3, 4, 2, 3>, f64, Cpu> = dev.tensor(c.inputs[0].data.clone());
+    let k: Tensor<Rank4<3, 5, 2, 3>, f64, Cpu> = dev.tensor(c.inputs[1].data.clone());
+    let v: Tensor<Rank4<3, 5, 2, 6>, f64, Cpu> = dev.tensor(c.inputs[2].data.clone());
+    let mask: Tensor<Rank3<3, 4, 5>, bool, Cpu> = dev.tensor(f.attention_mask.clone());
+    let w: Tensor<Rank4<3, 4, 2, 6>, f64, Cpu> = dev.tensor(c.w.data.clone());
+    let y = m.forward((q.clone(), k.clone(), v.clone(), mask.clone()));
+    assert_rel("y", &y.as_vec(), &c.y.data, 1e-12, 1.0);
+    let (qt, kt, vt) = (q.leaky_trace(), k.leaky_trace(), v.leaky_trace());
+    let g = (m.forward((qt, kt, vt, mask)) * w).sum().backward();
+    assert_rel("dq", &g.get(&q).as_vec(), &c.grads[0].data, 1e-12, 1.0);
+    assert_rel("dk", &g.get(&k).as_vec(), &c.grads[1].data, 1e-12, 1.0);
+    assert_rel("dv", &g.get(&v).as_vec(), &c.grads[2].data, 1e-12, 1.0);
 }
 
 #[test]

@@ -154,6 +154,8 @@ vocabulary! {
         MakeAttentionMask => "make_attention_mask",
         /// `combine_masks(a, b)`
         CombineMasks => "combine_masks",
+        /// `dot_product_attention(q, k, v, mask = m)`
+        DotProductAttention => "dot_product_attention",
     }
 }
 

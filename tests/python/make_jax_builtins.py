@@ -18,7 +18,12 @@ of per-example inputs (batch 3) written here as its Flax user writes it:
 - "pad_slice": for x of shape (3, 2, 5): `jnp.pad(x, ((0, 0), (1, 2), (2,
   0)), constant_values=0.5) * 2.0` then
   `jax.lax.slice_in_dim(.., 1, 6, axis=2)` (per example: `[2, 5]` padded
-  to `[5, 7]`, then columns 1..6).
+  to `[5, 7]`, then columns 1..6);
+- "dot_attention": `flax.linen.dot_product_attention(q, k, v,
+  mask=attention_mask[:, None])` for q (3, 4, 2, 3), k (3, 5, 2, 3), v (3,
+  5, 2, 6) and a fixed boolean "attention_mask" (3, 4, 5) whose second
+  example's last query sees no key (so it attends uniformly, as Flax's
+  `finfo.min` logits give).
 
 Each case holds the inputs, the output `y` and the gradient of
 `sum(y * w)` (w a fixed normal array of y's shape) with respect to each
@@ -34,6 +39,7 @@ import sys
 
 os.environ["JAX_ENABLE_X64"] = "1"
 
+import flax.linen as nn  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -83,8 +89,18 @@ def main():
         lambda x: jax.lax.slice_in_dim(jnp.pad(x, ((0, 0), (1, 2), (2, 0)), constant_values=0.5) * 2.0, 1, 6, axis=2),
         [xs],
     )
+    q = rng.normal(size=(3, 4, 2, 3))
+    k = rng.normal(size=(3, 5, 2, 3))
+    v = rng.normal(size=(3, 5, 2, 6))
+    am = rng.random(size=(3, 4, 5)) > 0.3
+    am[1, 3, :] = False
+    case("dot_attention", lambda q, k, v: nn.dot_product_attention(q, k, v, mask=am[:, None]), [q, k, v])
     with open(out / "jax_builtins.json", "w") as f:
-        json.dump({"mask": [bool(v) for v in m.reshape(-1)], "cases": cases}, f)
+        json.dump({
+            "mask": [bool(v) for v in m.reshape(-1)],
+            "attention_mask": [bool(v) for v in am.reshape(-1)],
+            "cases": cases,
+        }, f)
         f.write("\n")
 
 

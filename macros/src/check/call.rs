@@ -436,14 +436,33 @@ impl Checker<'_> {
                 }
             }
         }
+        // `mask = m` (`dot_product_attention`): a mask, the op's last input.
+        let mask = match bound.get("mask").map(|a| (a, &a.val)) {
+            None => None,
+            Some((_, Val::Tensor(m))) if self.elem(*m) == Elem::Bool => Some(*m),
+            Some((a, other)) => {
+                let what = match other {
+                    Val::Tensor(i) => holds(self.elem(*i)).to_string(),
+                    other => other.describe(),
+                };
+                self.cx.error_at(
+                    a,
+                    format!(
+                        "`mask` is a mask (a `Mask` input, `make_causal_mask(..)`, ..), not {what}"
+                    ),
+                );
+                return Val::Poison;
+            }
+        };
         let shapes: Vec<Vec<usize>> = ids.iter().map(|i| self.shape(*i).to_vec()).collect();
         let site = Site {
             shape: &shapes[0],
             input: names[0].clone(),
             call: tokens,
             extra: shapes[1..].to_vec(),
-            mask: None,
+            mask: mask.map(|m| self.shape(m).to_vec()),
         };
+        let ids: Vec<usize> = ids.into_iter().chain(mask).collect();
         match ops::check(kind, &bound, &shapes, &names, &site, &mut self.cx) {
             Some((op, out)) => {
                 // Moves rows: token ids stay token ids.

@@ -4,6 +4,7 @@
 //! here too.
 
 mod activation;
+mod attention;
 mod axes;
 pub mod broadcast;
 mod concat;
@@ -95,6 +96,9 @@ pub enum Op {
         start: usize,
         stop: usize,
     },
+    /// `dot_product_attention(q, k, v)`; with `mask = m`, the mask is the
+    /// last input.
+    DotProductAttention { masked: bool },
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -119,6 +123,7 @@ enum Family {
     Sinusoidal,
     Pad,
     SliceAxis,
+    DotProductAttention,
 }
 
 fn family(kind: OpKind) -> Family {
@@ -169,6 +174,7 @@ fn family(kind: OpKind) -> Family {
         OpKind::SinusoidalPositions => Family::Sinusoidal,
         OpKind::Pad => Family::Pad,
         OpKind::Slice => Family::SliceAxis,
+        OpKind::DotProductAttention => Family::DotProductAttention,
     }
 }
 
@@ -192,6 +198,7 @@ pub fn sig(kind: OpKind) -> &'static Sig {
         Family::Sinusoidal => &tables::SINUSOIDAL,
         Family::Pad => &pad::PAD,
         Family::SliceAxis => &pad::SLICE,
+        Family::DotProductAttention => &attention::SIG,
     }
 }
 
@@ -224,6 +231,7 @@ pub fn check(
         Family::Sinusoidal => tables::sinusoidal(b, site, cx),
         Family::Pad => pad::check(b, site, cx),
         Family::SliceAxis => pad::check_slice(b, site, cx),
+        Family::DotProductAttention => attention::check(b, shapes, site, cx),
     }
 }
 
@@ -247,6 +255,7 @@ pub fn input_elem(kind: OpKind) -> Option<Elem> {
         | Family::Transpose
         | Family::Pad
         | Family::SliceAxis
+        | Family::DotProductAttention
         | Family::Sinusoidal => Some(Elem::Float),
     }
 }
@@ -254,6 +263,7 @@ pub fn input_elem(kind: OpKind) -> Option<Elem> {
 /// How many leading positional arguments of an op are its tensors.
 pub fn tensor_args(kind: OpKind) -> usize {
     match family(kind) {
+        Family::DotProductAttention => 3,
         Family::AttentionMask | Family::CombineMasks => 2,
         Family::Activation(_)
         | Family::Softmax { .. }
@@ -379,6 +389,13 @@ impl Op {
                     .collect();
                 (pad::expand(widths, *value, x, &shape_in), Vec::new())
             }
+            Op::DotProductAttention { masked } => {
+                let rt = paths::compact();
+                (
+                    attention::expand(*masked, &io.args),
+                    vec![quote!(E: #rt::ParamDtype)],
+                )
+            }
             Op::SliceAxis { axis, start, stop } => (
                 pad::expand_slice(*axis, *start, *stop, x, io.out),
                 Vec::new(),
@@ -405,6 +422,7 @@ impl Op {
             | Op::Arange { .. }
             | Op::Pad { .. }
             | Op::SliceAxis { .. }
+            | Op::DotProductAttention { .. }
             | Op::Resize(_) => Elem::Float,
             // Token ids stay token ids; the checker records the elem.
             Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
@@ -440,6 +458,7 @@ impl Op {
             Op::Arange { .. } => "arange".into(),
             Op::Pad { .. } => "pad".into(),
             Op::SliceAxis { .. } => "slice".into(),
+            Op::DotProductAttention { .. } => "dot_product_attention".into(),
         }
     }
 
@@ -470,6 +489,7 @@ impl Op {
             Op::Arange { start } => format!("`arange` from {start}"),
             Op::Pad { .. } => "`pad`".into(),
             Op::SliceAxis { start, stop, .. } => format!("`slice({start}, {stop})`"),
+            Op::DotProductAttention { .. } => "`dot_product_attention`".into(),
         })
     }
 }

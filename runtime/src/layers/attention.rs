@@ -377,3 +377,65 @@ macro_rules! self_forms {
 self_forms!(Tensor<(B, Q, Const<F>), E, D, T>, (x) => (x, None));
 forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>), ((q, kv)) => (q, kv, None));
 forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>, Tensor<(B, Q, K), bool, D>), ((q, kv, mask)) => (q, kv, Some(mask)));
+
+/// Flax's functional `nn.dot_product_attention(query, key, value, mask=..)`
+/// on `[batch, Q, H, Dk]` queries, `[batch, K, H, Dk]` keys and
+/// `[batch, K, H, Dv]` values: each head attends with `softmax(q kᵀ /
+/// sqrt(Dk)) v`, a masked logit (a `[batch, Q, K]` mask shared by the
+/// heads, false where a query may not look) replaced by the dtype's
+/// minimum; the result is `[batch, Q, H, Dv]` on the queries' tape. No
+/// dropout (Flax's `deterministic=True`).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::dot_product_attention;
+///
+/// let dev: Cpu = Default::default();
+/// let q: Tensor<Rank4<2, 3, 2, 4>, f32, _> = dev.sample_normal();
+/// let kv: Tensor<Rank4<2, 5, 2, 4>, f32, _> = dev.sample_normal();
+/// let y = dot_product_attention(q.leaky_trace(), kv.clone(), kv, None).unwrap();
+/// assert_eq!(y.shape(), &(Const::<2>, Const::<3>, Const::<2>, Const::<4>));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn dot_product_attention<
+    B: Dim,
+    const Q: usize,
+    const K: usize,
+    const H: usize,
+    const DK: usize,
+    const DV: usize,
+    E: Dtype + num_traits::Float,
+    D: Device<E>,
+    T: Tape<E, D> + Merge<Tk> + Merge<Tv>,
+    Tk: Tape<E, D>,
+    Tv: Tape<E, D>,
+>(
+    q: Tensor<(B, Const<Q>, Const<H>, Const<DK>), E, D, T>,
+    k: Tensor<(B, Const<K>, Const<H>, Const<DK>), E, D, Tk>,
+    v: Tensor<(B, Const<K>, Const<H>, Const<DV>), E, D, Tv>,
+    mask: Option<Tensor<(B, Const<Q>, Const<K>), bool, D>>,
+) -> Result<Tensor<(B, Const<Q>, Const<H>, Const<DV>), E, D, T>, D::Err> {
+    let scale = scalar::<E>(1.0 / (DK as f64).sqrt());
+    let one = scalar::<E>(1.0);
+    // Each operand through an op of its own: the three may be one tensor
+    // (`dot_product_attention(x, x, x)`), and dfdx's binary ops need
+    // operands of two ids.
+    let q = q.try_permute::<_, Axes4<0, 2, 1, 3>>()?.try_mul(scale)?;
+    let k = k.try_permute::<_, Axes4<0, 2, 3, 1>>()?.try_mul(one)?;
+    let v = v.try_permute::<_, Axes4<0, 2, 1, 3>>()?.try_mul(one)?;
+    let mut logits = q.try_matmul(k)?;
+    if let Some(mask) = mask {
+        let shape = *logits.shape();
+        let floor = logits
+            .device()
+            .try_ones_like(&shape)?
+            .try_mul(E::min_value())?;
+        logits = mask
+            .try_broadcast_like::<_, Axis<1>>(&shape)?
+            .try_choose(logits, floor)?;
+    }
+    logits
+        .try_softmax::<Axis<3>>()?
+        .try_matmul(v)?
+        .try_permute::<_, Axes4<0, 2, 1, 3>>()
+}

@@ -54,7 +54,10 @@ pub mod resize;
 mod rnn;
 mod std_conv;
 
-pub use attention::{Biased, MultiHeadAttention, Project, Projections, SelfAttention, Unbiased};
+pub use attention::{
+    dot_product_attention, Biased, MultiHeadAttention, Project, Projections, SelfAttention,
+    Unbiased,
+};
 pub use conv::{Conv2D, NoInputGrad, UnbiasedConv2D};
 pub use conv_general::{ConvGeneral2D, UnbiasedConvGeneral2D};
 pub use conv_transpose::{
