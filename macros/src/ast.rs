@@ -280,6 +280,12 @@ pub enum Callee {
     Param,
     /// A builtin function of values and tensors (`maximum`, `len`).
     Builtin(crate::symbol::BuiltinKind),
+    /// A name that is not a vocabulary word, called: a layer bound to a
+    /// variable (`dense(x)`) if there is one, else the message.
+    Local(syn::Ident, String),
+    /// `embed.attend(x)`: the embedding table of the `Embed` bound to this
+    /// variable, as the output layer.
+    Attend(syn::Ident),
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

@@ -38,6 +38,9 @@ pub enum Val {
     /// One of Flax's initialisers (`xavier_uniform()`), for `kernel_init`
     /// and the like.
     Init(crate::init::Init),
+    /// A layer bound to a name before it is applied (`let dense =
+    /// Dense(64);`): the checker's index of it.
+    Layer(usize),
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
@@ -60,6 +63,7 @@ impl Val {
             Val::Tuple(_) | Val::Shape(_) => "a tuple",
             Val::Cell(..) => "a cell",
             Val::Init(_) => "an initialiser",
+            Val::Layer(_) => "a layer (apply it to its input, `layer(x)`)",
             Val::None => "`None`",
             Val::Range(..) => "a range",
             Val::Poison => "an invalid value",
@@ -108,6 +112,7 @@ impl Val {
 }
 
 /// An evaluated argument of a call.
+#[derive(Clone)]
 pub struct ArgVal {
     /// The keyword, for keyword arguments.
     pub key: Option<syn::Ident>,

@@ -184,7 +184,8 @@ pub type Sequence<B, const S: usize, const F: usize, E, D, T> =
 /// let x: Tensor<Rank3<1, 3, 4>, f64, _> = dev.zeros();
 /// let t = sinusoidal_like(x, 1.0, 10000.0).unwrap().array();
 /// assert_eq!(t[0][0], [0.0, 0.0, 1.0, 1.0]); // position 0: sin 0, cos 0
-/// assert_eq!(t[0][2][0], 2f64.sin());
+/// // Flax stores the table in float32, whatever the dtype: so does flaxen.
+/// assert_eq!(t[0][2][0], f64::from(2f64.sin() as f32));
 /// ```
 pub fn sinusoidal_like<B, const S: usize, const F: usize, E, D, T>(
     x: Sequence<B, S, F, E, D, T>,

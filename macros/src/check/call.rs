@@ -31,10 +31,15 @@ impl Checker<'_> {
                 self.cx.error_at(name, msg);
                 Val::Poison
             }
-            Callee::Layer(kind) => self.layer(*kind, args, inputs.unwrap_or_default(), tokens),
+            Callee::Layer(kind) => match inputs {
+                Some(inputs) => self.layer(*kind, args, inputs, tokens),
+                None => self.bind_layer(*kind, args, tokens),
+            },
             Callee::Op(kind) => self.op(*kind, args, tokens),
             Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
             Callee::Param => self.param(args, tokens),
+            Callee::Local(ident, msg) => self.local(ident, msg, args, tokens),
+            Callee::Attend(ident) => self.attend(ident, args, tokens),
             Callee::Builtin(kind) => self.builtin(*kind, args, tokens),
             Callee::Init(kind) => {
                 let vals = self.eval_args(args);
@@ -74,7 +79,7 @@ impl Checker<'_> {
         }
     }
 
-    fn eval_args(&mut self, args: &[Arg]) -> Vec<ArgVal> {
+    pub(super) fn eval_args(&mut self, args: &[Arg]) -> Vec<ArgVal> {
         args.iter()
             .map(|a| {
                 let v = self.expr(&a.value);
@@ -85,7 +90,7 @@ impl Checker<'_> {
 
     /// The tensors a layer or model is applied to, `Layer(..)(x, y, mask =
     /// m)`, checked against what it takes.
-    fn applied(
+    pub(super) fn applied(
         &mut self,
         what: &str,
         inputs: &[Arg],
@@ -182,7 +187,7 @@ impl Checker<'_> {
     /// the Flax module that holds the parameters: the given name where
     /// `flax_named` (it names the Flax module too), else the next
     /// `Class_N`.
-    fn field_name(
+    pub(super) fn field_name(
         &mut self,
         base: &str,
         (class, flax_named): (&str, bool),
@@ -246,7 +251,7 @@ impl Checker<'_> {
         }
     }
 
-    fn add_field(
+    pub(super) fn add_field(
         &mut self,
         (name, flax): (syn::Ident, String),
         layer: Layer,
@@ -591,11 +596,11 @@ impl Checker<'_> {
 }
 
 /// The tensors a call is applied to.
-struct Applied {
+pub(super) struct Applied {
     /// Positional inputs and how messages name them.
-    pos: Vec<(usize, String)>,
+    pub(super) pos: Vec<(usize, String)>,
     /// `mask = m`.
-    mask: Option<usize>,
+    pub(super) mask: Option<usize>,
 }
 
 /// What a value of this kind holds, for messages.

@@ -16,6 +16,7 @@ mod call;
 mod eval;
 mod fuse;
 mod loops;
+mod shared;
 mod transform;
 
 use crate::ast::{Arith, Elem, Model};
@@ -164,6 +165,9 @@ struct Checker<'a> {
     /// The field names given so far, with where an explicit one was
     /// written (a name met twice at one place is a loop's).
     names: HashMap<String, Option<String>>,
+    /// Layers bound once and applied where they are called (`let dense =
+    /// Dense(64); dense(dense(x))`), by `Val::Layer` index.
+    bound: Vec<shared::Bound>,
     model: &'a Model,
     /// The model's type name (instance types are named after it).
     outer: syn::Ident,
@@ -207,6 +211,7 @@ pub fn check_instance(
         params: HashMap::new(),
         counters: HashMap::new(),
         flax_counters: HashMap::new(),
+        bound: Vec::new(),
         names: HashMap::new(),
         model,
         outer: inst.name.clone(),

@@ -56,6 +56,11 @@ pub fn check(b: &Bound, site: &Site, cx: &mut Ctxt) -> Option<(Embed, Vec<usize>
 }
 
 impl Embed {
+    /// The table's rows.
+    pub fn vocab(&self) -> usize {
+        self.vocab
+    }
+
     pub fn ty(&self) -> TokenStream {
         let (l, v, f) = (paths::layers(), lit(self.vocab), lit(self.features));
         quote!(#l::Embed<#v, #f, E, D>)

@@ -99,6 +99,8 @@ pub enum Op {
     /// `dot_product_attention(q, k, v)`; with `mask = m`, the mask is the
     /// last input.
     DotProductAttention { masked: bool },
+    /// `embed.attend(x)`: the table of the `Embed` field of this name.
+    Attend(syn::Ident),
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -396,6 +398,10 @@ impl Op {
                     vec![quote!(E: #rt::ParamDtype)],
                 )
             }
+            Op::Attend(field) => {
+                let l = paths::layers();
+                (quote!(#l::embed_attend(&self.#field, #x)?), Vec::new())
+            }
             Op::SliceAxis { axis, start, stop } => (
                 pad::expand_slice(*axis, *start, *stop, x, io.out),
                 Vec::new(),
@@ -423,6 +429,7 @@ impl Op {
             | Op::Pad { .. }
             | Op::SliceAxis { .. }
             | Op::DotProductAttention { .. }
+            | Op::Attend(_)
             | Op::Resize(_) => Elem::Float,
             // Token ids stay token ids; the checker records the elem.
             Op::Slice(_, _, ids) | Op::ShiftRight(ids) => match ids {
@@ -459,6 +466,7 @@ impl Op {
             Op::Pad { .. } => "pad".into(),
             Op::SliceAxis { .. } => "slice".into(),
             Op::DotProductAttention { .. } => "dot_product_attention".into(),
+            Op::Attend(_) => "attend".into(),
         }
     }
 
@@ -490,6 +498,7 @@ impl Op {
             Op::Pad { .. } => "`pad`".into(),
             Op::SliceAxis { start, stop, .. } => format!("`slice({start}, {stop})`"),
             Op::DotProductAttention { .. } => "`dot_product_attention`".into(),
+            Op::Attend(f) => format!("`{f}.attend`"),
         })
     }
 }

@@ -400,6 +400,18 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("Some")) && c.args.len() == 1 => parse_expr(&c.args[0]),
         syn::Expr::Call(c) => parse_call(c),
         syn::Expr::MethodCall(m) if m.method == "unwrap_or" => unwrap_or(m),
+        // `embed.attend(x)`: tied input and output embeddings.
+        syn::Expr::MethodCall(m) if m.method == "attend" && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.get_ident().is_some()) => {
+            let syn::Expr::Path(p) = strip(&m.receiver) else { unreachable!() };
+            let ident = p.path.get_ident().cloned().unwrap_or_else(|| m.method.clone());
+            Ok(Expr::Call {
+                callee: Callee::Attend(ident),
+                name: m.to_token_stream(),
+                args: parse_args(&m.args)?,
+                inputs: None,
+                tokens: tokens(),
+            })
+        }
         syn::Expr::MethodCall(m) => Err(method_call(m)),
         syn::Expr::If(i) => parse_if(i),
         syn::Expr::Match(m) => parse_match(m),
@@ -582,6 +594,14 @@ pub(super) fn parse_args(
 
 /// The callee of `Layer(..)(x)` (`applied`) or of `op(x, ..)`.
 pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
+    match (word(path, applied), path.get_ident()) {
+        // `dense(x)`: perhaps a layer bound to `dense`; the checker knows.
+        (Callee::Unknown(msg), Some(ident)) if !applied => Callee::Local(ident.clone(), msg),
+        (c, _) => c,
+    }
+}
+
+fn word(path: &syn::Path, applied: bool) -> Callee {
     let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     let last = segs.last().cloned().unwrap_or_default();
     if segs.len() > 1 {
@@ -631,11 +651,8 @@ pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
     ) {
         (Some(k), _, true) => return Callee::Layer(k),
         (_, Some(k), false) => return Callee::Op(k),
-        (Some(_), _, false) => {
-            return Callee::Unknown(format!(
-                "`{last}(..)` builds a layer; apply it to its input: `{last}(..)(x)`"
-            ))
-        }
+        // `let dense = Dense(64);`: a layer bound before it is applied.
+        (Some(k), _, false) => return Callee::Layer(k),
         (_, Some(_), true) => {
             return Callee::Unknown(format!(
                 "`{last}` is an op, not a layer: call it as `{last}(x, ..)`"
@@ -725,7 +742,8 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
             if let Some(kind) = transform(&c.func) {
                 return Err(super::transform::not_applied(kind, c));
             }
-            let init = crate::symbol::InitKind::from_name(&last).is_some();
+            let init = crate::symbol::InitKind::from_name(&last).is_some()
+                || LayerKind::from_name(&last).is_some();
             if c.args.is_empty() && !init {
                 let msg = if last.starts_with(char::is_uppercase) {
                     format!("`{last}()` builds a layer; apply it to its input: `{last}()(x)`")

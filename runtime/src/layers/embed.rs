@@ -142,3 +142,65 @@ where
         self.embedding.clone().put_tape(tape).try_gather(tokens)
     }
 }
+
+/// Flax's `Embed.attend(query)`: `query @ embedding.T`, the table as the
+/// output layer (tied embeddings); `[.., F]` rows to `[.., V]` logits, on
+/// the query's tape, the gradient reaching the table.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::layers::{builder, embed_attend};
+///
+/// let dev: Cpu = Default::default();
+/// let embed = dev.build_module::<builder::Embed<10, 4>, f32>();
+/// let x: Tensor<Rank3<2, 3, 4>, f32, _> = dev.sample_normal();
+/// let logits = embed_attend(&embed, x.leaky_trace()).unwrap();
+/// let grads = logits.sum().backward();
+/// assert!(grads.get(&embed.embedding).as_vec().iter().any(|g| *g != 0.0));
+/// ```
+pub fn embed_attend<S, const V: usize, const F: usize, E, D, T>(
+    embed: &Embed<V, F, E, D>,
+    x: Tensor<S, E, D, T>,
+) -> Result<Tensor<S::WithLast<V>, E, D, T>, D::Err>
+where
+    S: Rows<F>,
+    E: Dtype,
+    D: Device<E>,
+    T: Tape<E, D>,
+{
+    S::attend(x, embed.embedding.retaped::<T>())
+}
+
+/// A shape `[.., F]` whose rows `attend` multiplies by a `[V, F]` table.
+pub trait Rows<const F: usize>: Shape {
+    /// The shape with its last axis `V`.
+    type WithLast<const V: usize>: Shape;
+    /// `x @ table.T`.
+    fn attend<const V: usize, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+        x: Tensor<Self, E, D, T>,
+        table: Tensor<Rank2<V, F>, E, D, T>,
+    ) -> Result<Tensor<Self::WithLast<V>, E, D, T>, D::Err>;
+}
+
+impl<B: Dim, const F: usize> Rows<F> for (B, Const<F>) {
+    type WithLast<const V: usize> = (B, Const<V>);
+    fn attend<const V: usize, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+        x: Tensor<Self, E, D, T>,
+        table: Tensor<Rank2<V, F>, E, D, T>,
+    ) -> Result<Tensor<(B, Const<V>), E, D, T>, D::Err> {
+        x.try_matmul(table.try_permute::<_, Axes2<1, 0>>()?)
+    }
+}
+
+impl<B: Dim, S: Dim, const F: usize> Rows<F> for (B, S, Const<F>) {
+    type WithLast<const V: usize> = (B, S, Const<V>);
+    fn attend<const V: usize, E: Dtype, D: Device<E>, T: Tape<E, D>>(
+        x: Tensor<Self, E, D, T>,
+        table: Tensor<Rank2<V, F>, E, D, T>,
+    ) -> Result<Tensor<(B, S, Const<V>), E, D, T>, D::Err> {
+        let (b, s, _) = *x.shape();
+        let rows = x.try_reshape_like(&(b.size() * s.size(), Const::<F>))?;
+        rows.try_matmul(table.try_permute::<_, Axes2<1, 0>>()?)?
+            .try_reshape_like(&(b, s, Const::<V>))
+    }
+}

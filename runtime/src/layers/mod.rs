@@ -66,7 +66,7 @@ pub use conv_transpose::{
 };
 pub use dense::{Dense, UnbiasedDense};
 pub use device::FlaxenDevice;
-pub use embed::{check_tokens, Embed, TokenOutOfRange};
+pub use embed::{check_tokens, embed_attend, Embed, Rows, TokenOutOfRange};
 pub use flatten::Flatten2D;
 pub use fused::{conv_block, ConvLayer};
 pub use mask::{AttentionMask, CausalMask, CombineMasks};
