@@ -422,6 +422,16 @@ pub enum Expr {
     },
     /// `{ .. }`.
     Block(Block, TokenStream),
+    /// `hs.push(h)` (a statement) or `hs.pop()`: a list (a tuple known at
+    /// expansion, in a `let mut`) grown or shrunk in place.
+    List {
+        /// The list's variable.
+        var: syn::Ident,
+        /// The pushed value; `None` for `pop`.
+        push: Option<Box<Expr>>,
+        /// The whole call.
+        tokens: TokenStream,
+    },
 }
 
 impl Expr {
@@ -443,7 +453,8 @@ impl Expr {
             | Expr::Transform { tokens: t, .. }
             | Expr::If { tokens: t, .. }
             | Expr::Match { tokens: t, .. }
-            | Expr::Block(_, t) => t.clone(),
+            | Expr::Block(_, t)
+            | Expr::List { tokens: t, .. } => t.clone(),
         }
     }
 

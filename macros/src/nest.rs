@@ -114,6 +114,7 @@ fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
             }
         }
         Expr::Block(b, _) => block(b, out),
+        Expr::List { push, .. } => push.iter().for_each(|e| expr(e, out)),
     }
 }
 

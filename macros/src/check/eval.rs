@@ -379,6 +379,7 @@ impl Checker<'_> {
                 Val::Poison
             }
             Expr::Block(b, _) => self.block(b, false),
+            Expr::List { var, push, tokens } => self.list(var, push.as_deref(), tokens),
         }
     }
 

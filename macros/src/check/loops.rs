@@ -96,6 +96,61 @@ impl Checker<'_> {
         self.unroll(iters, body);
     }
 
+    /// `hs.push(h)` (its value `()`) or `hs.pop()` (the last item): the
+    /// list bound to `var`, a `let mut` tuple, changed in place.
+    pub(super) fn list(
+        &mut self,
+        var: &syn::Ident,
+        push: Option<&Expr>,
+        tokens: &TokenStream,
+    ) -> Val {
+        let pushed = push.map(|e| self.expr(e));
+        let name = var.to_string();
+        let items = match self.lookup(&name) {
+            None => {
+                let msg = self.unknown_variable(var);
+                self.cx.error_at(var, msg);
+                return Val::Poison;
+            }
+            Some(b) if b.val.is_poison() => return Val::Poison,
+            Some(b) if !b.mutable => {
+                self.cx.error_at(
+                    var,
+                    format!(
+                        "`{name}` is changed in place: declare it `let mut {name} = vec![..];`"
+                    ),
+                );
+                return Val::Poison;
+            }
+            Some(b) => match &b.val {
+                Val::Tuple(items) => items.clone(),
+                other => {
+                    self.cx.error_at(tokens, format!("`.push` and `.pop` change a list (`let mut {name} = vec![x];`), not {}", other.kind()));
+                    return Val::Poison;
+                }
+            },
+        };
+        let mut items = items;
+        let out = match pushed {
+            Some(v) => {
+                items.push(v);
+                Val::Tuple(Vec::new())
+            }
+            None => match items.pop() {
+                Some(v) => v,
+                None => {
+                    self.cx
+                        .error_at(tokens, format!("`{name}.pop()` of an empty list"));
+                    return Val::Poison;
+                }
+            },
+        };
+        if let Some(b) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
+            b.val = Val::Tuple(items);
+        }
+        out
+    }
+
     /// The body once per iteration, with that iteration's bindings.
     fn unroll(&mut self, iters: impl Iterator<Item = Vec<(syn::Ident, Val)>>, body: &Block) {
         for binds in iters {

@@ -98,6 +98,10 @@ fn parse_stmt(stmt: &syn::Stmt, last: bool) -> Result<Parsed> {
             _ if semi.is_none() && last => parse_expr(e).map(Parsed::Value),
             _ if semi.is_none() && block_like(e) => parse_expr(e).map(|e| Parsed::Stmt(Stmt::Expr(e))),
             syn::Expr::If(_) | syn::Expr::Match(_) | syn::Expr::Block(_) => parse_expr(e).map(|e| Parsed::Stmt(Stmt::Expr(e))),
+            // `hs.push(h);`: a list grown in place.
+            syn::Expr::MethodCall(m) if matches!(m.method.to_string().as_str(), "push" | "append") => {
+                parse_expr(e).map(|e| Parsed::Stmt(Stmt::Expr(e)))
+            }
             _ => Err(Error::new_spanned(e, "this value is not used: bind it with `let`, assign it (`x = ..;`), or make it the last expression (without `;`) to return it")),
         },
         syn::Stmt::Macro(m) => Err(Error::new_spanned(&m.mac.path, "macros are not part of the model language")),
@@ -400,6 +404,17 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if p.path.is_ident("Some")) && c.args.len() == 1 => parse_expr(&c.args[0]),
         syn::Expr::Call(c) => parse_call(c),
         syn::Expr::MethodCall(m) if m.method == "unwrap_or" => unwrap_or(m),
+        // `hs.push(h)` / `hs.append(h)`, `hs.pop()`: lists as Python's.
+        syn::Expr::MethodCall(m) if matches!(m.method.to_string().as_str(), "push" | "append" | "pop") && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.get_ident().is_some()) => {
+            let syn::Expr::Path(p) = strip(&m.receiver) else { unreachable!() };
+            let var = p.path.get_ident().cloned().unwrap_or_else(|| m.method.clone());
+            let push = match (m.method == "pop", m.args.len()) {
+                (true, 0) => None,
+                (false, 1) => Some(Box::new(parse_expr(&m.args[0])?)),
+                _ => return Err(Error::new_spanned(m, "a list is grown with `hs.push(h)` and shrunk with `hs.pop()`")),
+            };
+            Ok(Expr::List { var, push, tokens: tokens() })
+        }
         // `embed.attend(x)`: tied input and output embeddings.
         syn::Expr::MethodCall(m) if m.method == "attend" && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.get_ident().is_some()) => {
             let syn::Expr::Path(p) = strip(&m.receiver) else { unreachable!() };
@@ -418,6 +433,12 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
         syn::Expr::Block(b) if b.label.is_none() => Ok(Expr::Block(parse_block(&b.block)?, tokens())),
         syn::Expr::Return(r) => Err(Error::new_spanned(r, "`return` is not part of the model language: end `fn forward` with its output expression, without `;` (e.g. `Dense(10)(x)`)")),
         syn::Expr::Macro(m) if m.mac.path.is_ident("format") => super::format::parse(m),
+        // `vec![a, b]`: a list, as `[a, b]`.
+        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+            let items = m.mac.parse_body_with(syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)?;
+            let items = items.iter().map(parse_expr).collect::<Result<Vec<_>>>()?;
+            Ok(Expr::Tuple(items, tokens()))
+        }
         syn::Expr::Assign(a) => Err(Error::new_spanned(a, "an assignment is a statement: `x = Dense(10)(x);`; in a call, a keyword argument is written `name = value`")),
         syn::Expr::Range(r) => Err(Error::new_spanned(r, "a range is only the bounds of a `for` loop")),
         _ => Err(Error::new_spanned(e, format!("`#[compact]` does not understand this expression; {EXPR_HELP}"))),
