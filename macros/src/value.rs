@@ -41,6 +41,9 @@ pub enum Val {
     /// A layer bound to a name before it is applied (`let dense =
     /// Dense(64);`): the checker's index of it.
     Layer(usize),
+    /// An activation named without its input (`act: Param<relu>`, Flax's
+    /// `act: Callable = nn.relu`), applied as `act(x)`.
+    Act(crate::symbol::OpKind),
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
@@ -64,6 +67,7 @@ impl Val {
             Val::Cell(..) => "a cell",
             Val::Init(_) => "an initialiser",
             Val::Layer(_) => "a layer (apply it to its input, `layer(x)`)",
+            Val::Act(_) => "an activation (apply it to its input, `act(x)`)",
             Val::None => "`None`",
             Val::Range(..) => "a range",
             Val::Poison => "an invalid value",

@@ -316,7 +316,7 @@ impl Checker<'_> {
         }
     }
 
-    fn op(&mut self, kind: OpKind, args: &[Arg], tokens: &TokenStream) -> Val {
+    pub(super) fn op(&mut self, kind: OpKind, args: &[Arg], tokens: &TokenStream) -> Val {
         let what = kind.name();
         let vals = self.eval_args(args);
         // `log(10000.0)`, `sqrt(d)`: maths on numbers, at expansion.

@@ -201,6 +201,10 @@ impl Checker<'_> {
                     "False" => Val::Bool(false),
                     // `method = nearest`: jax's resize methods as bare words.
                     w if crate::ops::is_method_word(w) => Val::Word(w.to_string()),
+                    // `act: Param<relu>`: an activation as a value.
+                    w if OpKind::from_name(w).is_some_and(crate::ops::is_activation) => {
+                        OpKind::from_name(w).map(Val::Act).unwrap_or(Val::Poison)
+                    }
                     _ => {
                         let msg = self.unknown_variable(v);
                         self.cx.push(Error::new(v.span(), msg));

@@ -77,9 +77,11 @@ impl Checker<'_> {
     ) -> Val {
         let id = match self.lookup(&ident.to_string()).map(|b| b.val.clone()) {
             Some(Val::Layer(id)) => id,
+            // `act(x)`: an activation passed as a value.
+            Some(Val::Act(kind)) => return self.op(kind, args, tokens),
             Some(Val::Poison) => return Val::Poison,
             Some(other) => {
-                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer: a layer bound with `let layer = Dense(..);` is applied as `layer(x)`", other.kind()));
+                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer or an activation: a layer bound with `let layer = Dense(..);` is applied as `layer(x)`, an activation parameter (`act: Param<relu>`) as `act(x)`", other.kind()));
                 return Val::Poison;
             }
             None => {

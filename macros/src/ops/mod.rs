@@ -301,6 +301,12 @@ pub fn take(index: i64, shape: &[usize], what: &str) -> Result<(Op, Vec<usize>),
     axes::take(index, shape, what)
 }
 
+/// Whether an op is an elementwise activation, which a model may take as a
+/// value (`act: Param<relu>`).
+pub fn is_activation(kind: OpKind) -> bool {
+    matches!(family(kind), Family::Activation(_))
+}
+
 /// Whether an op takes a tuple of tensors as its first argument.
 pub fn takes_tuple(kind: OpKind) -> bool {
     family(kind) == Family::Concat
