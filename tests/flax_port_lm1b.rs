@@ -21,7 +21,7 @@ mod fixture;
 mod flax_files;
 
 use fixture::{assert_rel, Arr};
-use flax_files::{f32s, fixture, flax_grads, load_as_flax_wrote_it};
+use flax_files::{assert_grads, f32s, fixture, flax_grads, load_as_flax_wrote_it};
 use flaxen::interop::flax;
 use flaxen::prelude::*;
 use flaxen::runtime::train_state::TrainState;
@@ -184,13 +184,7 @@ fn transformer_lm_loads_and_matches_flax() {
     let y = model.forward(t.clone().traced(model.alloc_grads()));
     let grads = (y * w.clone()).sum().backward();
     let got = flax_grads(&model, &grads);
-    for (p, g) in &f.grads_f64 {
-        let ours = got
-            .get(p)
-            .or_else(|| got.get(p.trim_end_matches("/value")))
-            .unwrap_or_else(|| panic!("no gradient at {p}"));
-        assert_rel(&format!("d loss / d {p}"), ours, &g.data, 1e-4, 1.0);
-    }
+    assert_grads(&got, &f.grads_f64, 1e-4);
     // A training step with dropout on (`forward_mut`), backward, Adam.
     let before = model.decoder.logitdense.weight.as_vec();
     let mut state = TrainState::create(model, adam(1e-2)).unwrap();
@@ -217,13 +211,7 @@ fn transformer_lm_in_f64_matches_flax_in_f64() {
         .sum()
         .backward();
     let got = flax_grads(&model, &grads);
-    for (p, g) in &f.grads_f64 {
-        let ours = got
-            .get(p)
-            .or_else(|| got.get(p.trim_end_matches("/value")))
-            .unwrap();
-        assert_rel(&format!("d loss / d {p}"), ours, &g.data, 1e-9, 1.0);
-    }
+    assert_grads(&got, &f.grads_f64, 1e-9);
 }
 
 /// lm1b's objective on the fixture's task (32 counting sequences of 6 to

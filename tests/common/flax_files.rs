@@ -163,12 +163,14 @@ where
         .collect()
 }
 
-/// Every Flax gradient in `want` against flaxen's, by Flax path.
+/// Every Flax gradient in `want` against flaxen's, by Flax path (a leaf
+/// boxed on either side, `kernel/value`, matches its unboxed path).
 pub fn assert_grads(got: &BTreeMap<String, Vec<f64>>, want: &BTreeMap<String, Arr>, rel: f64) {
     for (path, w) in want {
         let g = got
             .get(path)
             .or_else(|| got.get(&format!("{path}/value")))
+            .or_else(|| got.get(path.trim_end_matches("/value")))
             .unwrap_or_else(|| panic!("no flaxen gradient at `{path}`"));
         assert_rel(&format!("d loss / d {path}"), g, &w.data, rel, 1.0);
     }

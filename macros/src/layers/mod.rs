@@ -250,13 +250,7 @@ impl Layer {
             Layer::GroupNorm(l) => l.init(),
             Layer::SelfAttention(l) | Layer::MultiHeadAttention(l) => l.init(),
             // The same settings, on the wrapped layer.
-            Layer::Remat(l) => {
-                let stmts = l.init();
-                match stmts.is_empty() {
-                    true => stmts,
-                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
-                }
-            }
+            Layer::Remat(l) => on_inner(l.init()),
             Layer::Dense(_)
             | Layer::Conv(_)
             | Layer::StdConv(_)
@@ -276,11 +270,7 @@ impl Layer {
             Layer::Dense(l) => &l.fills,
             Layer::Conv(l) => &l.fills,
             Layer::StdConv(l) => {
-                let stmts: Vec<TokenStream> = l.fills.iter().map(crate::init::Fill::stmt).collect();
-                return match stmts.is_empty() {
-                    true => stmts,
-                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
-                };
+                return on_inner(l.fills.iter().map(crate::init::Fill::stmt).collect())
             }
             Layer::ConvTranspose(l) => &l.fills,
             Layer::BatchNorm(l) => &l.fills,
@@ -296,13 +286,7 @@ impl Layer {
                 let rt = paths::compact();
                 return vec![quote!(#rt::Initialize::<E, D>::try_initialize(__f)?;)];
             }
-            Layer::Remat(l) => {
-                let stmts = l.initialize();
-                return match stmts.is_empty() {
-                    true => stmts,
-                    false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
-                };
-            }
+            Layer::Remat(l) => return on_inner(l.initialize()),
         };
         fills.iter().map(crate::init::Fill::stmt).collect()
     }
@@ -405,6 +389,15 @@ impl Layer {
             Layer::Remat(l) => l.stochastic(),
             _ => None,
         }
+    }
+}
+
+/// Statements on a field `__f` run on its wrapped layer instead (`remat`'s
+/// and `StdConv`'s `inner`).
+fn on_inner(stmts: Vec<TokenStream>) -> Vec<TokenStream> {
+    match stmts.is_empty() {
+        true => stmts,
+        false => vec![quote!({ let __f = &mut __f.inner; #(#stmts)* })],
     }
 }
 
