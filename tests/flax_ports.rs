@@ -29,68 +29,79 @@ use std::collections::BTreeMap;
 
 // ---------------------------------------------------------------- ResNet18
 
-/// Flax's `ResNetBlock`, with `conv` = `Conv(.., use_bias = false)`,
-/// `norm` = `BatchNorm(momentum = 0.9, epsilon = 1e-5)` and `act` = `relu`
-/// as `ResNet` passes them.
+/// Flax's `ResNetBlock` as the source writes it: `conv`, `norm` and `act`
+/// are block parameters (Flax's `ModuleDef` / `Callable` fields), which
+/// `ResNet18` fills with `partial(Conv, use_bias = false)`,
+/// `partial(BatchNorm, momentum = 0.9, epsilon = 1e-5)` and `relu`.
 pub struct ResNetBlock;
 
 #[compact]
 impl ResNetBlock {
-    fn forward(x: Input<4, 8, 8>, filters: Param<4>, strides: Param<1>) {
+    fn forward(
+        x: Input<4, 8, 8>,
+        filters: Param<4>,
+        conv: Param<Conv>,
+        norm: Param<BatchNorm>,
+        act: Param<relu>,
+        strides: Param<{ (1, 1) }>,
+    ) {
         let residual = x;
-        let y = Conv(
-            filters,
-            (3, 3),
-            strides = (strides, strides),
-            use_bias = false,
-        )(x);
-        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5)(y);
-        let y = relu(y);
-        let y = Conv(filters, (3, 3), use_bias = false)(y);
-        let y = BatchNorm(momentum = 0.9, epsilon = 1e-5, scale_init = zeros_init())(y);
-        // `if residual.shape != y.shape`
-        let residual = if strides != 1 || residual.shape[-3] != filters {
-            let r = Conv(
-                filters,
-                (1, 1),
-                strides = (strides, strides),
-                use_bias = false,
-                name = "conv_proj",
-            )(residual);
-            BatchNorm(momentum = 0.9, epsilon = 1e-5, name = "norm_proj")(r)
+        let y = conv(self.filters, (3, 3), self.strides)(x);
+        let y = norm()(y);
+        let y = act(y);
+        let y = conv(self.filters, (3, 3))(y);
+        let y = norm(scale_init = zeros_init())(y);
+        let residual = if residual.shape != y.shape {
+            let r = conv(self.filters, (1, 1), self.strides, name = "conv_proj")(residual);
+            norm(name = "norm_proj")(r)
         } else {
             residual
         };
-        relu(residual + y)
+        act(residual + y)
     }
 }
 
 /// `ResNet18 = partial(ResNet, stage_sizes=[2, 2, 2, 2],
-/// block_cls=ResNetBlock)` with `num_classes=10, num_filters=4`.
+/// block_cls=ResNetBlock)` with `num_classes=10, num_filters=4`; `ResNet`
+/// as the source writes it (`train` is the call: `forward_mut` trains).
 pub struct ResNet18;
 
 #[compact]
 impl ResNet18 {
-    fn forward(x: Input<3, 64, 64>, num_filters: Param<4>, num_classes: Param<10>) {
-        let x = Conv(
-            num_filters,
+    fn forward(
+        x: Input<3, 64, 64>,
+        stage_sizes: Param<{ (2, 2, 2, 2) }>,
+        num_classes: Param<10>,
+        num_filters: Param<4>,
+        act: Param<relu>,
+        conv: Param<Conv>,
+    ) {
+        let conv = partial(self.conv, use_bias = false);
+        let norm = partial(BatchNorm, momentum = 0.9, epsilon = 1e-5);
+        let x = conv(
+            self.num_filters,
             (7, 7),
-            strides = (2, 2),
-            padding = (3, 3),
-            use_bias = false,
+            (2, 2),
+            padding = ((3, 3), (3, 3)),
             name = "conv_init",
         )(x);
-        let x = BatchNorm(momentum = 0.9, epsilon = 1e-5, name = "bn_init")(x);
+        let x = norm(name = "bn_init")(x);
         let x = relu(x);
         let mut x = max_pool(x, (3, 3), strides = (2, 2), padding = SAME);
-        for i in 0..4 {
-            for j in 0..2 {
-                let strides = if i > 0 && j == 0 { 2 } else { 1 };
-                x = ResNetBlock(num_filters * 2 * *i, strides = strides)(x);
+        for (i, block_size) in enumerate(self.stage_sizes) {
+            for j in 0..block_size {
+                let strides = if i > 0 && j == 0 { (2, 2) } else { (1, 1) };
+                x = ResNetBlock(
+                    self.num_filters * 2 * *i,
+                    strides = strides,
+                    conv = conv,
+                    norm = norm,
+                    act = self.act,
+                )(x);
             }
         }
         let x = mean(x, axis = (-2, -1));
-        Dense(num_classes)(x)
+        Dense(self.num_classes)(x)
     }
 }
 

@@ -89,6 +89,16 @@ pub enum Stmt {
         /// Its value.
         value: Expr,
     },
+    /// `let (c, h, w) = x.shape;`: a tuple's elements bound to names
+    /// (Python's `c, h, w = ...`), `_` skipping one.
+    LetTuple {
+        /// The bound names (`None` for `_`), each with its `mut`.
+        vars: Vec<Option<(syn::Ident, bool)>>,
+        /// The tuple.
+        value: Expr,
+        /// The pattern, for messages.
+        pat: TokenStream,
+    },
     /// `x = ..;` (also `x += ..;`, desugared).
     Assign {
         /// The assigned variable.

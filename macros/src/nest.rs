@@ -31,15 +31,17 @@ pub fn key(path: &syn::Path) -> String {
 pub fn nested_paths(m: &Model) -> Vec<syn::Path> {
     let mut out = Vec::new();
     block(&m.body, &mut out);
+    m.params.iter().for_each(|p| expr(&p.default, &mut out));
     out
 }
 
 fn block(b: &Block, out: &mut Vec<syn::Path>) {
     for s in &b.stmts {
         match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Expr(value) => {
-                expr(value, out)
-            }
+            Stmt::Let { value, .. }
+            | Stmt::LetTuple { value, .. }
+            | Stmt::Assign { value, .. }
+            | Stmt::Expr(value) => expr(value, out),
             Stmt::For {
                 start, end, body, ..
             } => {
@@ -86,6 +88,19 @@ fn expr(e: &Expr, out: &mut Vec<syn::Path>) {
         } => {
             if let Callee::Nested(p) = callee {
                 out.push(p.clone());
+            }
+            // `partial(Block, ..)`: a model named as a value.
+            if let (Callee::Builtin(crate::symbol::BuiltinKind::Partial), Some(first)) =
+                (callee, args.first())
+            {
+                if let Expr::Var(v) = &first.value {
+                    let w = v.to_string();
+                    if w.starts_with(|c: char| c.is_ascii_uppercase())
+                        && crate::symbol::LayerKind::from_name(&w).is_none()
+                    {
+                        out.push(v.clone().into());
+                    }
+                }
             }
             args.iter()
                 .chain(inputs.iter().flatten())

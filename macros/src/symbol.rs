@@ -230,6 +230,8 @@ vocabulary! {
         Len => "len",
         /// `enumerate(t)`, in a `for` loop
         Enumerate => "enumerate",
+        /// `partial(Conv, use_bias = false)`: `functools.partial`
+        Partial => "partial",
     }
 }
 

@@ -41,9 +41,11 @@ pub enum Val {
     /// A layer bound to a name before it is applied (`let dense =
     /// Dense(64);`): the checker's index of it.
     Layer(usize),
-    /// An activation named without its input (`act: Param<relu>`, Flax's
-    /// `act: Callable = nn.relu`), applied as `act(x)`.
-    Act(crate::symbol::OpKind),
+    /// A layer, model or activation with some arguments fixed
+    /// (`partial(Conv, use_bias = false)`, Python's `functools.partial`;
+    /// a bare `Conv` has none fixed), called with the rest:
+    /// `conv(64, (3, 3))(x)`.
+    Partial(Box<Partial>),
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
@@ -67,7 +69,12 @@ impl Val {
             Val::Cell(..) => "a cell",
             Val::Init(_) => "an initialiser",
             Val::Layer(_) => "a layer (apply it to its input, `layer(x)`)",
-            Val::Act(_) => "an activation (apply it to its input, `act(x)`)",
+            Val::Partial(p) => match p.target {
+                Target::Op(_) => "an activation (apply it to its input, `act(x)`)",
+                Target::Layer(_) | Target::Nested(_) => {
+                    "a layer not built yet (build it with its arguments, then apply it: `conv(64, (3, 3))(x)`)"
+                }
+            },
             Val::None => "`None`",
             Val::Range(..) => "a range",
             Val::Poison => "an invalid value",
@@ -112,6 +119,49 @@ impl Val {
             Val::Tuple(v) => v.iter().any(Val::is_poison),
             _ => false,
         }
+    }
+}
+
+/// What a [`Val::Partial`] builds when called.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A built-in layer.
+    Layer(crate::symbol::LayerKind),
+    /// Another `#[compact]` model.
+    Nested(syn::Path),
+    /// An activation (`partial(leaky_relu, negative_slope = 0.2)`).
+    Op(crate::symbol::OpKind),
+}
+
+/// A callable with some arguments fixed, as `functools.partial` keeps
+/// them: positional ones go before the call's, keyword ones are
+/// overridden by the call's.
+#[derive(Clone)]
+pub struct Partial {
+    /// What it builds.
+    pub target: Target,
+    /// The fixed arguments.
+    pub args: Vec<ArgVal>,
+}
+
+impl std::fmt::Debug for Partial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "partial({:?}, {} fixed)", self.target, self.args.len())
+    }
+}
+
+impl Partial {
+    /// The fixed arguments merged with a call's.
+    pub fn merge(&self, call: Vec<ArgVal>) -> Vec<ArgVal> {
+        let (mut pos, mut kw): (Vec<ArgVal>, Vec<ArgVal>) =
+            self.args.iter().cloned().partition(|a| a.key.is_none());
+        let (call_pos, call_kw): (Vec<ArgVal>, Vec<ArgVal>) =
+            call.into_iter().partition(|a| a.key.is_none());
+        kw.retain(|a| !call_kw.iter().any(|c| c.key == a.key));
+        pos.extend(call_pos);
+        pos.extend(kw);
+        pos.extend(call_kw);
+        pos
     }
 }
 

@@ -13,6 +13,9 @@ use proc_macro2::TokenStream;
 
 impl Checker<'_> {
     pub(super) fn builtin(&mut self, kind: BuiltinKind, args: &[Arg], tokens: &TokenStream) -> Val {
+        if kind == BuiltinKind::Partial {
+            return self.partial(args, tokens);
+        }
         let vals: Vec<ArgVal> = args
             .iter()
             .map(|a| {
@@ -34,6 +37,7 @@ impl Checker<'_> {
             BuiltinKind::Select => 3..=3,
             BuiltinKind::Arange => 1..=2,
             BuiltinKind::Len | BuiltinKind::Enumerate => 1..=1,
+            BuiltinKind::Partial => 1..=usize::MAX,
         };
         if !want.contains(&vals.len()) {
             let form = match kind {
@@ -42,6 +46,7 @@ impl Checker<'_> {
                 BuiltinKind::Arange => "`arange(n)` or `arange(start, stop)`".into(),
                 BuiltinKind::Len => "`len(t)`".into(),
                 BuiltinKind::Enumerate => "`for (i, m) in enumerate(t)`".into(),
+                BuiltinKind::Partial => "`partial(Conv, use_bias = false)`".into(),
             };
             self.cx
                 .error_at(tokens, format!("`{what}` is called as {form}"));
@@ -71,6 +76,8 @@ impl Checker<'_> {
                     Val::Poison
                 }
             },
+            // Answered before the arguments are read.
+            BuiltinKind::Partial => Val::Poison,
             BuiltinKind::Enumerate => {
                 self.cx.error_at(
                     tokens,

@@ -31,14 +31,23 @@ impl Checker<'_> {
                 self.cx.error_at(name, msg);
                 Val::Poison
             }
-            Callee::Layer(kind) => match inputs {
-                Some(inputs) => self.layer(*kind, args, inputs, tokens),
-                None => self.bind_layer(*kind, args, tokens),
-            },
-            Callee::Op(kind) => self.op(*kind, args, tokens),
-            Callee::Nested(path) => self.nested(path, args, inputs.unwrap_or_default(), tokens),
+            Callee::Layer(kind) => {
+                let vals = self.eval_args(args);
+                match inputs {
+                    Some(inputs) => self.layer(*kind, vals, inputs, tokens),
+                    None => self.bind_layer(*kind, vals, tokens),
+                }
+            }
+            Callee::Op(kind) => {
+                let vals = self.eval_args(args);
+                self.op(*kind, vals, args, tokens)
+            }
+            Callee::Nested(path) => {
+                let vals = self.eval_args(args);
+                self.nested(path, vals, inputs.unwrap_or_default(), tokens)
+            }
             Callee::Param => self.param(args, tokens),
-            Callee::Local(ident, msg) => self.local(ident, msg, args, tokens),
+            Callee::Local(ident, msg) => self.local(ident, msg, args, inputs, tokens),
             Callee::Attend(ident) => self.attend(ident, args, tokens),
             Callee::Builtin(kind) => self.builtin(*kind, args, tokens),
             Callee::Init(kind) => {
@@ -263,14 +272,13 @@ impl Checker<'_> {
         self.push(Kind::Field { field, inputs }, out)
     }
 
-    fn layer(
+    pub(super) fn layer(
         &mut self,
         kind: LayerKind,
-        args: &[Arg],
+        vals: Vec<ArgVal>,
         inputs: &[Arg],
         tokens: &TokenStream,
     ) -> Val {
-        let vals = self.eval_args(args);
         let bound = args::bind(kind.name(), layers::sig(kind), &vals, tokens, &mut self.cx);
         // Flax names a submodule when it is constructed, before its input
         // is evaluated: `Dense(2)(Dense(3)(x))` has the outer one first.
@@ -316,9 +324,16 @@ impl Checker<'_> {
         }
     }
 
-    pub(super) fn op(&mut self, kind: OpKind, args: &[Arg], tokens: &TokenStream) -> Val {
+    /// An op on its evaluated arguments; `args` as written name its
+    /// inputs in messages.
+    pub(super) fn op(
+        &mut self,
+        kind: OpKind,
+        vals: Vec<ArgVal>,
+        args: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
         let what = kind.name();
-        let vals = self.eval_args(args);
         // `log(10000.0)`, `sqrt(d)`: maths on numbers, at expansion.
         if let [a] = &vals[..] {
             if let (Val::Int(_) | Val::Float(_), None) = (&a.val, &a.key) {
@@ -482,15 +497,14 @@ impl Checker<'_> {
         }
     }
 
-    fn nested(
+    pub(super) fn nested(
         &mut self,
         path: &syn::Path,
-        args: &[Arg],
+        vals: Vec<ArgVal>,
         inputs: &[Arg],
         tokens: &TokenStream,
     ) -> Val {
         let text = crate::ast::compact_text(&path.to_token_stream());
-        let vals = self.eval_args(args);
         // `name` is the caller's; every other argument is a parameter of
         // the nested model.
         let (named, params): (Vec<ArgVal>, Vec<ArgVal>) = vals

@@ -43,6 +43,33 @@ impl Checker<'_> {
                 let v = self.expr(value);
                 self.declare(var, v, *mutable);
             }
+            Stmt::LetTuple { vars, value, pat } => {
+                let v = self.expr(value);
+                let elems = match v.elems() {
+                    Some(e) if e.len() == vars.len() => e,
+                    _ => {
+                        if !v.is_poison() {
+                            let have = match v.elems() {
+                                Some(e) => format!("a tuple of {}", e.len()),
+                                None => v.kind().to_string(),
+                            };
+                            self.cx.error_at(
+                                pat,
+                                format!(
+                                    "`let` binds {} names here, but the value is {have}",
+                                    vars.len()
+                                ),
+                            );
+                        }
+                        vec![Val::Poison; vars.len()]
+                    }
+                };
+                for (var, v) in vars.iter().zip(elems) {
+                    if let Some((var, mutable)) = var {
+                        self.declare(var, v, *mutable);
+                    }
+                }
+            }
             Stmt::Assign { var, value } => {
                 let v = self.expr(value);
                 let name = var.to_string();
@@ -201,9 +228,10 @@ impl Checker<'_> {
                     "False" => Val::Bool(false),
                     // `method = nearest`: jax's resize methods as bare words.
                     w if crate::ops::is_method_word(w) => Val::Word(w.to_string()),
-                    // `act: Param<relu>`: an activation as a value.
-                    w if OpKind::from_name(w).is_some_and(crate::ops::is_activation) => {
-                        OpKind::from_name(w).map(Val::Act).unwrap_or(Val::Poison)
+                    // `act: Param<relu>`, `conv: Param<Conv>`: an
+                    // activation or a layer as a value, called later.
+                    w if crate::check::partial::bare(w).is_some() => {
+                        crate::check::partial::bare(w).unwrap_or(Val::Poison)
                     }
                     _ => {
                         let msg = self.unknown_variable(v);

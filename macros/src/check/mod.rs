@@ -16,6 +16,7 @@ mod call;
 mod eval;
 mod fuse;
 mod loops;
+pub(crate) mod partial;
 mod shared;
 mod transform;
 

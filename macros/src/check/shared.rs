@@ -29,10 +29,9 @@ impl Checker<'_> {
     pub(super) fn bind_layer(
         &mut self,
         kind: LayerKind,
-        args: &[Arg],
+        vals: Vec<ArgVal>,
         tokens: &TokenStream,
     ) -> Val {
-        let vals = self.eval_args(args);
         if vals.iter().any(|a| a.val.is_poison()) {
             return Val::Poison;
         }
@@ -66,22 +65,32 @@ impl Checker<'_> {
         Val::Layer(self.bound.len() - 1)
     }
 
-    /// `dense(x)`: the layer bound to `dense` applied to `x`; any other
-    /// unknown name called is the parser's message.
+    /// `dense(x)`: the layer bound to `dense` applied to `x`; `act(x)`,
+    /// `conv(64, (3, 3))(x)`: a partial called; any other unknown name
+    /// called is the parser's message.
     pub(super) fn local(
         &mut self,
         ident: &syn::Ident,
         msg: &str,
         args: &[Arg],
+        inputs: Option<&[Arg]>,
         tokens: &TokenStream,
     ) -> Val {
         let id = match self.lookup(&ident.to_string()).map(|b| b.val.clone()) {
+            Some(Val::Partial(p)) => return self.call_partial(ident, &p, args, inputs, tokens),
+            Some(Val::Layer(_)) if inputs.is_some() => {
+                self.cx.error_at(
+                    tokens,
+                    format!(
+                        "`{ident}` is a layer built already; apply it to its input: `{ident}(x)`"
+                    ),
+                );
+                return Val::Poison;
+            }
             Some(Val::Layer(id)) => id,
-            // `act(x)`: an activation passed as a value.
-            Some(Val::Act(kind)) => return self.op(kind, args, tokens),
             Some(Val::Poison) => return Val::Poison,
             Some(other) => {
-                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer or an activation: a layer bound with `let layer = Dense(..);` is applied as `layer(x)`, an activation parameter (`act: Param<relu>`) as `act(x)`", other.kind()));
+                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer or an activation: a layer bound with `let layer = Dense(..);` is applied as `layer(x)`, an activation parameter (`act: Param<relu>`) as `act(x)`, a layer parameter (`conv: Param<{{ partial(Conv, use_bias = false) }}>`) as `conv(64, (3, 3))(x)`", other.kind()));
                 return Val::Poison;
             }
             None => {

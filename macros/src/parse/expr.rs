@@ -130,6 +130,36 @@ fn parse_let(local: &syn::Local) -> Result<Stmt> {
                 "leave out the type: the macro infers every shape",
             ))
         }
+        syn::Pat::Tuple(t) => {
+            let vars = t
+                .elems
+                .iter()
+                .map(|p| match p {
+                    syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                        Ok(Some((p.ident.clone(), p.mutability.is_some())))
+                    }
+                    syn::Pat::Wild(_) => Ok(None),
+                    other => Err(Error::new_spanned(
+                        other,
+                        "bind plain names: `let (a, b) = ...;` (`_` skips one)",
+                    )),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let value = match &local.init {
+                Some(init) if init.diverge.is_none() => parse_expr(&init.expr)?,
+                _ => {
+                    return Err(Error::new_spanned(
+                        local,
+                        "`let (a, b)` needs a tuple: `let (c, h, w) = x.shape;`",
+                    ))
+                }
+            };
+            return Ok(Stmt::LetTuple {
+                vars,
+                value,
+                pat: t.to_token_stream(),
+            });
+        }
         other => {
             return Err(Error::new_spanned(
                 other,
@@ -617,7 +647,8 @@ pub(super) fn parse_args(
 pub(super) fn callee(path: &syn::Path, applied: bool) -> Callee {
     match (word(path, applied), path.get_ident()) {
         // `dense(x)`: perhaps a layer bound to `dense`; the checker knows.
-        (Callee::Unknown(msg), Some(ident)) if !applied => Callee::Local(ident.clone(), msg),
+        // `conv(64, (3, 3))(x)`: perhaps a partial layer bound to `conv`.
+        (Callee::Unknown(msg), Some(ident)) => Callee::Local(ident.clone(), msg),
         (c, _) => c,
     }
 }
