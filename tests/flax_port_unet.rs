@@ -97,16 +97,75 @@ impl UNet {
     }
 }
 
+#[derive(serde::Deserialize)]
+struct Extra {
+    t: Arr,
+    loss: f64,
+    out_f64: Arr,
+    loss_f64: f64,
+}
+
+const BYTES: &[u8] = include_bytes!("fixtures/flax_port_unet.msgpack");
+const JSON: &str = include_str!("fixtures/flax_port_unet.json");
+
 #[test]
-fn unet_builds() {
+fn unet_loads_matches_flax_and_trains() {
+    let f = fixture(JSON);
+    let extra: Extra = serde_json::from_str(JSON).unwrap();
     let dev = Cpu::default();
-    let m = dev.build_module::<UNet, f32>();
-    let x: Tensor<Rank4<2, 3, 8, 8>, f32, Cpu> = dev.sample_normal();
-    let t: Tensor<Rank2<2, 1>, f32, Cpu> = dev.sample_normal();
-    let y = m.forward((x, t));
-    assert_eq!(y.shape().concrete(), [2, 3, 8, 8]);
-    println!("{}", m.num_trainable_params());
-    for k in flax::read_arrays(&flax::save(&m).unwrap()).unwrap().keys() {
-        println!("{k}");
+    let mut model = dev.build_module::<UNet, f32>();
+    load_as_flax_wrote_it(&mut model, BYTES, &f);
+
+    let x: Tensor<Rank4<2, 3, 8, 8>, f32, Cpu> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    let t: Tensor<Rank2<2, 1>, f32, Cpu> = dev.tensor(f32s(&extra.t));
+    let w: Tensor<Rank4<2, 3, 8, 8>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+    let out = model.forward((x.clone(), t.clone()));
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-5,
+        1.0,
+    );
+    let loss = f64::from((out * w.clone()).sum::<Rank0, _>().array());
+    assert!((loss - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
+    let grads = (model.forward((x.clone().traced(model.alloc_grads()), t.clone())) * w.clone())
+        .sum()
+        .backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads_f64, 1e-4);
+
+    // Training: Adam on a denoising-style loss goes down.
+    let mut state = TrainState::create(model, adam(3e-3)).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..30 {
+        let (l, grads) = state
+            .value_and_grad(|m, tape| {
+                let y = m.forward_mut((x.clone().put_tape(tape), t.clone()));
+                (y - x.clone()).square().mean()
+            })
+            .unwrap();
+        state.apply_gradients(grads).unwrap();
+        losses.push(l.array());
     }
+    assert!(losses[29] < 0.5 * losses[0], "{losses:?}");
+}
+
+#[test]
+fn unet_in_f64_matches_flax_in_f64() {
+    let f = fixture(JSON);
+    let extra: Extra = serde_json::from_str(JSON).unwrap();
+    let dev = Cpu::default();
+    let mut model = dev.build_module::<UNet, f64>();
+    flax::load(&mut model, BYTES).unwrap();
+    let x: Tensor<Rank4<2, 3, 8, 8>, f64, Cpu> = dev.tensor(f.x.as_ref().unwrap().data.clone());
+    let t: Tensor<Rank2<2, 1>, f64, Cpu> = dev.tensor(extra.t.data.clone());
+    let w: Tensor<Rank4<2, 3, 8, 8>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
+    let out = model.forward((x.clone(), t.clone()));
+    assert_rel("out", &out.as_vec(), &extra.out_f64.data, 1e-9, 1.0);
+    let loss = (out * w.clone()).sum::<Rank0, _>().array();
+    assert!((loss - extra.loss_f64).abs() < 1e-9 * extra.loss_f64.abs().max(1.0));
+    let grads = (model.forward((x.traced(model.alloc_grads()), t)) * w)
+        .sum()
+        .backward();
+    assert_grads(&flax_grads(&model, &grads), &f.grads_f64, 1e-9);
 }

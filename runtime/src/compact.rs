@@ -258,3 +258,103 @@ where
     let rows = row.try_broadcast_like::<_, dfdx::shapes::Axis<0>>(&(batch, Const::<N>))?;
     Ok(rows.put_tape(T::default()))
 }
+
+/// `random.normal(shape)`: standard normal draws of the batched `shape`
+/// from the device's seeded generator (drawn in f64, then rounded to the
+/// dtype), a constant (no gradient) on the tape `T`, so that arithmetic
+/// with taped values keeps their gradients (a VAE's `mean + eps * exp(0.5
+/// * logvar)`). Each call draws afresh, in `forward` and `forward_mut`
+/// alike, as JAX draws whenever it is given a key; a device seeded the same
+/// way draws the same values.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::draw_normal;
+///
+/// let draw = |seed| {
+///     let dev = Cpu::seed_from_u64(seed);
+///     draw_normal::<_, f32, _, NoneTape>(&dev, (Const::<2>, Const::<3>)).unwrap().array()
+/// };
+/// assert_eq!(draw(7), draw(7));
+/// assert_ne!(draw(7), draw(8));
+/// ```
+pub fn draw_normal<S, E, D, T>(
+    dev: &D,
+    shape: S,
+) -> Result<dfdx::tensor::Tensor<S, E, D, T>, D::Err>
+where
+    S: dfdx::shapes::Shape,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    draw(dev, shape, crate::init::Draw::Normal(1.0))
+}
+
+/// `random.uniform(shape, minval, maxval)`: uniform draws in `[minval,
+/// maxval)`, as [`draw_normal`] draws.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::draw_uniform;
+///
+/// let dev = Cpu::seed_from_u64(1);
+/// let u = draw_uniform::<_, f64, _, NoneTape>(&dev, (Const::<4>, Const::<50>), -2.0, 3.0).unwrap();
+/// assert!(u.as_vec().iter().all(|v| (-2.0..3.0).contains(v)));
+/// ```
+pub fn draw_uniform<S, E, D, T>(
+    dev: &D,
+    shape: S,
+    minval: f64,
+    maxval: f64,
+) -> Result<dfdx::tensor::Tensor<S, E, D, T>, D::Err>
+where
+    S: dfdx::shapes::Shape,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    draw(dev, shape, crate::init::Draw::Uniform(minval, maxval))
+}
+
+fn draw<S, E, D, T>(
+    dev: &D,
+    shape: S,
+    d: crate::init::Draw,
+) -> Result<dfdx::tensor::Tensor<S, E, D, T>, D::Err>
+where
+    S: dfdx::shapes::Shape,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    use dfdx::tensor::PutTape;
+    Ok(dev.try_sample_like(&shape, d)?.put_tape(T::default()))
+}
+
+/// `random.bernoulli(p, shape)`: a mask, true with probability `p` (JAX's
+/// `uniform(key, shape) < p`), drawn as [`draw_normal`] draws.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::draw_bernoulli;
+///
+/// let dev = Cpu::seed_from_u64(2);
+/// let m = draw_bernoulli::<_, f32, _>(&dev, (Const::<100>, Const::<100>), 0.3).unwrap();
+/// let hits = m.as_vec().iter().filter(|b| **b).count();
+/// assert!((2700..3300).contains(&hits));
+/// ```
+pub fn draw_bernoulli<S, E, D>(
+    dev: &D,
+    shape: S,
+    p: f64,
+) -> Result<dfdx::tensor::Tensor<S, bool, D>, D::Err>
+where
+    S: dfdx::shapes::Shape,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+{
+    use dfdx::tensor_ops::TryLt;
+    let u: dfdx::tensor::Tensor<S, E, D> = draw(dev, shape, crate::init::Draw::Uniform(0.0, 1.0))?;
+    u.try_lt(scalar::<E>(p))
+}

@@ -217,7 +217,7 @@ impl Init {
 
 /// One element's distribution.
 #[derive(Debug, Clone, Copy)]
-enum Draw {
+pub(crate) enum Draw {
     Constant(f64),
     Normal(f64),
     /// `[lo, hi)`
