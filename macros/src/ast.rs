@@ -296,6 +296,8 @@ pub enum Callee {
     /// `embed.attend(x)`: the embedding table of the `Embed` bound to this
     /// variable, as the output layer.
     Attend(syn::Ident),
+    /// `random.normal(shape)`: a draw from the device's generator.
+    Draw(crate::symbol::DrawKind),
     /// A word that is neither; the message says what to write instead.
     Unknown(String),
 }

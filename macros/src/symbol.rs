@@ -236,6 +236,19 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// Random draws, `random.normal(shape)`: `jax.random`'s, without the
+    /// key (the device's seeded generator draws).
+    pub enum DrawKind {
+        /// `random.normal(shape)`
+        Normal => "normal",
+        /// `random.uniform(shape, minval = 0.0, maxval = 1.0)`
+        Uniform => "uniform",
+        /// `random.bernoulli(p, shape)`: a mask
+        Bernoulli => "bernoulli",
+    }
+}
+
+vocabulary! {
     /// Recurrent cells, the argument of `RNN(..)`.
     pub enum CellKind {
         /// `LSTMCell(features)`

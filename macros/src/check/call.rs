@@ -50,6 +50,7 @@ impl Checker<'_> {
             Callee::Local(ident, msg) => self.local(ident, msg, args, inputs, tokens),
             Callee::Attend(ident) => self.attend(ident, args, tokens),
             Callee::Builtin(kind) => self.builtin(*kind, args, tokens),
+            Callee::Draw(kind) => self.draw(*kind, args, tokens),
             Callee::Init(kind) => {
                 let vals = self.eval_args(args);
                 let sig = crate::init::sig(*kind);

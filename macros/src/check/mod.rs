@@ -17,6 +17,7 @@ mod eval;
 mod fuse;
 mod loops;
 pub(crate) mod partial;
+mod random;
 mod shared;
 mod transform;
 

@@ -86,7 +86,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         matches!(
             s.kind,
             Kind::Op {
-                op: crate::ops::Op::Arange { .. },
+                op: crate::ops::Op::Arange { .. } | crate::ops::Op::Draw(_),
                 ..
             }
         )

@@ -11,6 +11,7 @@ mod concat;
 mod mask;
 mod pad;
 mod pool;
+pub mod random;
 mod reduce;
 mod reshape;
 mod resize;
@@ -101,6 +102,8 @@ pub enum Op {
     DotProductAttention { masked: bool },
     /// `embed.attend(x)`: the table of the `Embed` field of this name.
     Attend(syn::Ident),
+    /// `random.normal(shape)` and the other draws: no input.
+    Draw(random::Draw),
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -388,6 +391,7 @@ impl Op {
                 (select::expand(*on_true, *on_false, &io.args), Vec::new())
             }
             Op::Arange { start } => (select::arange(*start, io.out), Vec::new()),
+            Op::Draw(d) => (d.expand(io.out), Vec::new()),
             Op::Pad { widths, value } => {
                 let shape_in: Vec<usize> = io
                     .out
@@ -432,6 +436,7 @@ impl Op {
             | Op::Sinusoidal { .. }
             | Op::Select { .. }
             | Op::Arange { .. }
+            | Op::Draw(random::Draw::Normal | random::Draw::Uniform(..))
             | Op::Pad { .. }
             | Op::SliceAxis { .. }
             | Op::DotProductAttention { .. }
@@ -442,7 +447,7 @@ impl Op {
                 true => Elem::Index,
                 false => Elem::Float,
             },
-            Op::Mask(_) => Elem::Bool,
+            Op::Mask(_) | Op::Draw(random::Draw::Bernoulli(_)) => Elem::Bool,
         }
     }
 
@@ -473,6 +478,7 @@ impl Op {
             Op::SliceAxis { .. } => "slice".into(),
             Op::DotProductAttention { .. } => "dot_product_attention".into(),
             Op::Attend(_) => "attend".into(),
+            Op::Draw(d) => d.word().into(),
         }
     }
 
@@ -505,6 +511,7 @@ impl Op {
             Op::SliceAxis { start, stop, .. } => format!("`slice({start}, {stop})`"),
             Op::DotProductAttention { .. } => "`dot_product_attention`".into(),
             Op::Attend(f) => format!("`{f}.attend`"),
+            Op::Draw(d) => format!("`random.{}`", d.word()),
         })
     }
 }

@@ -457,6 +457,25 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
                 tokens: tokens(),
             })
         }
+        // `random.normal(shape)`: `jax.random`'s draws, without the key.
+        syn::Expr::MethodCall(m) if matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("random")) => {
+            let method = m.method.to_string();
+            match crate::symbol::DrawKind::from_name(&method) {
+                Some(kind) => Ok(Expr::Call {
+                    callee: Callee::Draw(kind),
+                    name: m.to_token_stream(),
+                    args: parse_args(&m.args)?,
+                    inputs: None,
+                    tokens: tokens(),
+                }),
+                None => {
+                    let near = symbol::nearest(&method, crate::symbol::DrawKind::NAMES)
+                        .map(|w| format!("did you mean `random.{w}`? "))
+                        .unwrap_or_default();
+                    Err(Error::new_spanned(&m.method, format!("`random.{method}` is not a flaxen draw; {near}the draws are `random.normal(shape)`, `random.uniform(shape, minval, maxval)` and `random.bernoulli(p, shape)`")))
+                }
+            }
+        }
         syn::Expr::MethodCall(m) => Err(method_call(m)),
         syn::Expr::If(i) => parse_if(i),
         syn::Expr::Match(m) => parse_match(m),
