@@ -98,3 +98,67 @@ fn the_first_output_alone_carries_every_gradient() {
     assert!(g.get(&m.dense_0.weight).as_vec().iter().any(|v| *v != 0.0));
     assert!(g.get(&m.dense_1.weight).as_vec().iter().all(|v| *v == 0.0));
 }
+
+/// `Encoder` applied inside another model, its outputs bound by name, as
+/// the Flax VAE's `mean, logvar = self.encoder(x)`.
+pub struct Outer;
+
+#[compact]
+impl Outer {
+    fn forward(x: Input<6>) {
+        let (mean, logvar) = Encoder(name = "encoder")(x);
+        let z = mean + exp(0.5 * logvar);
+        (Dense(6, name = "decoder")(z), mean, logvar)
+    }
+}
+
+/// The same written out in one model.
+pub struct OuterWrittenOut;
+
+#[compact]
+impl OuterWrittenOut {
+    fn forward(x: Input<6>) {
+        let h = relu(Dense(8, name = "dense_0")(x));
+        let mean = Dense(3, name = "fc2_mean")(h);
+        let logvar = Dense(3, name = "fc2_logvar")(h);
+        let z = mean + exp(0.5 * logvar);
+        (Dense(6, name = "decoder")(z), mean, logvar)
+    }
+}
+
+#[test]
+fn a_nested_models_outputs_bound_by_name_compute_as_written_out() {
+    let dev = Cpu::seed_from_u64(4);
+    let a = dev.build_module::<Outer, f64>();
+    let mut b = dev.build_module::<OuterWrittenOut, f64>();
+    b.dense_0 = a.encoder.dense_0.clone();
+    b.fc2_mean = a.encoder.fc2_mean.clone();
+    b.fc2_logvar = a.encoder.fc2_logvar.clone();
+    b.decoder = a.decoder.clone();
+    let x: X = dev.sample_normal();
+    let loss = |(r, m, l): (
+        Tensor<Rank2<3, 6>, f64, Cpu, OwnedTape<f64, Cpu>>,
+        Tensor<Rank2<3, 3>, f64, Cpu, OwnedTape<f64, Cpu>>,
+        Tensor<Rank2<3, 3>, f64, Cpu, OwnedTape<f64, Cpu>>,
+    )| r.square().sum() + (m * 2.0).sum() + l.exp().sum();
+    let ga = loss(a.forward(x.clone().traced(a.alloc_grads()))).backward();
+    let gb = loss(b.forward(x.clone().traced(b.alloc_grads()))).backward();
+    assert_eq!(
+        ga.get(&a.encoder.fc2_logvar.weight).as_vec(),
+        gb.get(&b.fc2_logvar.weight).as_vec()
+    );
+    assert_eq!(
+        ga.get(&a.encoder.dense_0.weight).as_vec(),
+        gb.get(&b.dense_0.weight).as_vec()
+    );
+    assert_eq!(
+        ga.get(&a.decoder.bias).as_vec(),
+        gb.get(&b.decoder.bias).as_vec()
+    );
+    let (ra, ma, la) = a.forward(x.clone());
+    let (rb, mb, lb) = b.forward(x);
+    assert_eq!(
+        (ra.as_vec(), ma.as_vec(), la.as_vec()),
+        (rb.as_vec(), mb.as_vec(), lb.as_vec())
+    );
+}

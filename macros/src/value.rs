@@ -90,6 +90,10 @@ impl Val {
                 w.to_lowercase()
             ),
             Val::None => "`None` (an optional block parameter not given): give it a value for this case with `.unwrap_or(..)`, or branch with `if let Some(d) = ..`".into(),
+            Val::Tuple(items) if !items.is_empty() && items.iter().all(|v| matches!(v, Val::Tensor(_))) => {
+                let names: Vec<String> = (0..items.len()).map(|k| ["a", "b", "c", "d", "e", "f"].get(k).map(|s| s.to_string()).unwrap_or(format!("t{k}"))).collect();
+                format!("a tuple of {} tensors (the outputs of a model that returns several): bind each, `let ({}) = ..;`", items.len(), names.join(", "))
+            }
             other => other.kind().to_string(),
         }
     }

@@ -185,7 +185,7 @@ impl Checker<'_> {
             other => {
                 self.cx.error_at(
                     tokens,
-                    format!("`{what}` needs a tensor input, not {}", other.kind()),
+                    format!("`{what}` needs a tensor input, not {}", other.describe()),
                 );
                 None
             }
@@ -431,7 +431,7 @@ impl Checker<'_> {
                 (other, false) => {
                     self.cx.error_at(
                         tokens,
-                        format!("`{what}` needs a tensor input, not {}", other.kind()),
+                        format!("`{what}` needs a tensor input, not {}", other.describe()),
                     );
                     return Val::Poison;
                 }
@@ -585,11 +585,12 @@ impl Checker<'_> {
                 return Val::Poison;
             }
         };
-        if !plan.more_outputs.is_empty() {
-            self.cx.error_at(tokens, format!("`{text}` returns {} outputs: a model with several outputs is called from Rust (`model.forward(x)` gives the tuple), not applied inside another model yet\nhelp: return one tensor from `{text}`, or join its outputs with `concatenate`", plan.more_outputs.len() + 1));
-            return Val::Poison;
-        }
         let out = plan.steps[plan.output].shape.clone();
+        let more: Vec<Vec<usize>> = plan
+            .more_outputs
+            .iter()
+            .map(|o| plan.steps[*o].shape.clone())
+            .collect();
         let params = plan
             .fields
             .iter()
@@ -597,7 +598,7 @@ impl Checker<'_> {
         self.inlined.push(plan);
         self.nested_paths.push(path.clone());
         let steps = applied.pos.iter().map(|(i, _)| *i).collect();
-        self.add_field(
+        let call = self.add_field(
             name,
             Layer::Nested(Nested {
                 ident,
@@ -605,8 +606,24 @@ impl Checker<'_> {
                 params,
             }),
             steps,
-            out,
-        )
+            out.clone(),
+        );
+        match (call, more.is_empty()) {
+            (Val::Tensor(k), false) => self.items(k, out, more),
+            (call, _) => call,
+        }
+    }
+
+    /// `let (mean, logvar) = Encoder()(x)`: the call's step holds the
+    /// tuple; each output is a step of its own, made here once.
+    fn items(&mut self, call: usize, first: Vec<usize>, more: Vec<Vec<usize>>) -> Val {
+        self.steps[call].more = more.clone();
+        let shapes = std::iter::once(first).chain(more);
+        let items = shapes
+            .enumerate()
+            .map(|(index, shape)| self.push(Kind::Item { of: call, index }, shape))
+            .collect();
+        Val::Tuple(items)
     }
 }
 

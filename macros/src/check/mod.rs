@@ -75,6 +75,9 @@ pub struct Step {
     pub shape: Vec<usize>,
     /// What it holds.
     pub elem: Elem,
+    /// The shapes of a nested model's later outputs, when the step is its
+    /// call and its value the tuple (read through [`Kind::Item`]).
+    pub more: Vec<Vec<usize>>,
 }
 
 /// How a step is computed from earlier steps (given by index).
@@ -108,13 +111,23 @@ pub enum Kind {
     /// A step folded into a later [`Kind::ConvBlock`]: nothing reads it
     /// and it computes nothing.
     Folded,
+    /// Output `index` of the tuple a nested model's call (step `of`)
+    /// returned; each is made once, right after the call.
+    Item { of: usize, index: usize },
 }
 
 impl Step {
     /// Its batched tensor type in generated code: float values and token
     /// ids carry the tape `T`, masks none.
     pub fn ty(&self) -> proc_macro2::TokenStream {
-        crate::gen::typed_tensor(&self.shape, self.elem, true)
+        let first = crate::gen::typed_tensor(&self.shape, self.elem, true);
+        match self.more.is_empty() {
+            true => first,
+            false => {
+                let rest = self.more.iter().map(|s| crate::gen::tensor_ty(s));
+                quote::quote!((#first, #(#rest,)*))
+            }
+        }
     }
 }
 
@@ -126,6 +139,7 @@ impl Kind {
             Kind::Scalar { input, .. } | Kind::Neg(input) | Kind::ConvBlock { input, .. } => {
                 vec![*input]
             }
+            Kind::Item { of, .. } => vec![*of],
             Kind::Field { inputs, .. } | Kind::Op { inputs, .. } => inputs.clone(),
             Kind::Binary(_, a, b) => vec![*a, *b],
         }
@@ -204,6 +218,7 @@ pub fn check_instance(
                 kind: Kind::Input,
                 shape: dims.clone(),
                 elem: decl.elem,
+                more: Vec::new(),
             })
             .collect(),
         fields: Vec::new(),
@@ -413,7 +428,12 @@ impl Checker<'_> {
     }
 
     fn push_elem(&mut self, kind: Kind, shape: Vec<usize>, elem: Elem) -> Val {
-        self.steps.push(Step { kind, shape, elem });
+        self.steps.push(Step {
+            kind,
+            shape,
+            elem,
+            more: Vec::new(),
+        });
         Val::Tensor(self.steps.len() - 1)
     }
 

@@ -96,6 +96,16 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         stmts.push(quote!(let __device = ::core::clone::Clone::clone(__t0.device());));
     }
     for (k, step) in plan.steps.iter().enumerate().skip(n) {
+        // An output of a nested model's tuple, moved out once.
+        if let Kind::Item { of, index } = step.kind {
+            let (v, part) = (
+                format_ident!("__t{}", k),
+                format_ident!("__t{}_{}", of, index),
+            );
+            let ty = step.ty();
+            stmts.push(quote!(let #v: #ty = #part;));
+            continue;
+        }
         let out = step.ty();
         let inputs = step.kind.inputs();
         let in_tys: Vec<TokenStream> = inputs.iter().map(|i| plan.steps[*i].ty()).collect();
@@ -108,7 +118,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         }
         let v = format_ident!("__t{}", k);
         let value = match &step.kind {
-            Kind::Input | Kind::Folded => continue,
+            Kind::Input | Kind::Folded | Kind::Item { .. } => continue,
             Kind::ConvBlock {
                 field, relu, pool, ..
             } => {
@@ -229,10 +239,23 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
         } else {
             quote!(exit)
         };
-        stmts.push(quote! {
-            let __s = #prof::#enter(#name);
-            let #v: #out = #prof::#exit(#value, __s);
-        });
+        if step.more.is_empty() {
+            stmts.push(quote! {
+                let __s = #prof::#enter(#name);
+                let #v: #out = #prof::#exit(#value, __s);
+            });
+        } else {
+            // A tuple: the first output carries the call's tape.
+            let parts: Vec<syn::Ident> = (0..=step.more.len())
+                .map(|i| format_ident!("__t{}_{}", k, i))
+                .collect();
+            let first = &parts[0];
+            stmts.push(quote! {
+                let __s = #prof::#enter(#name);
+                let (#(#parts,)*): #out = #value;
+                let #first = #prof::#exit(#first, __s);
+            });
+        }
     }
     // Several outputs: the whole tape goes with the first (each output's
     // share is merged onto it), the others get empty tapes. A loss that
@@ -279,7 +302,7 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
     plan.steps
         .iter()
         .map(|s| match &s.kind {
-            Kind::Input | Kind::Folded => (String::new(), false),
+            Kind::Input | Kind::Folded | Kind::Item { .. } => (String::new(), false),
             // The ops a block absorbed keep their counts: `conv_0+relu_0+avg_pool_0`.
             Kind::ConvBlock { field, pool, .. } => {
                 let mut name = format!("{}+{}", plan.fields[*field].name, counted("relu".into()));

@@ -15,7 +15,8 @@ pub struct Agent;
 impl Agent {
     fn forward(x: Input<16>) {
         let h = relu(Dense(16)(x));
-        Heads()(h)
+        let y = Heads()(h);
+        Dense(2)(y)
     }
 }
 
