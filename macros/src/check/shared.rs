@@ -90,7 +90,7 @@ impl Checker<'_> {
             Some(Val::Layer(id)) => id,
             Some(Val::Poison) => return Val::Poison,
             Some(other) => {
-                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer or an activation: a layer bound with `let layer = Dense(..);` is applied as `layer(x)`, an activation parameter (`act: Param<relu>`) as `act(x)`, a layer parameter (`conv: Param<{{ partial(Conv, use_bias = false) }}>`) as `conv(64, (3, 3))(x)`", other.kind()));
+                self.cx.error_at(tokens, format!("`{ident}` is {}, not a layer or an activation: a bound layer (`let layer = Dense(..);`) is applied as `layer(x)`, an activation parameter (`act: Param<relu>`) as `act(x)`, a layer parameter (`conv: Param<Conv>`) as `conv(64, (3, 3))(x)`", other.kind()));
                 return Val::Poison;
             }
             None => {
