@@ -20,12 +20,31 @@ pub struct Model {
     pub body: Block,
     /// Doc attributes of `fn forward`, copied onto the generated module.
     pub docs: Vec<syn::Attribute>,
+    /// `fn setup() { let encoder = Encoder(..); .. }`: layers and models
+    /// bound once (Flax's `setup`), named by their variables, which every
+    /// method reaches as `self.encoder`.
+    pub setup: Option<Block>,
+    /// Methods beside `fn forward` (`fn generate(z: Input<20>) { .. }`),
+    /// over the same parameters.
+    pub methods: Vec<Method>,
     /// Other items of the impl block, passed through unchanged.
     pub passthrough: Vec<syn::ImplItem>,
     /// The errors of statements of the body that did not parse; each
     /// such statement is in `body` as a poisoned `let` (or left out), so
     /// that the checker still reports independent mistakes after it.
     pub errors: Option<syn::Error>,
+}
+
+/// A method beside `fn forward`: Flax's `encode`, `decode`, `generate`.
+pub struct Method {
+    /// Its name.
+    pub name: syn::Ident,
+    /// Its inputs, as `fn forward`'s.
+    pub inputs: Vec<InputDecl>,
+    /// Its body.
+    pub body: Block,
+    /// Its doc attributes.
+    pub docs: Vec<syn::Attribute>,
 }
 
 /// `x: Input<1, 28, 28>`, `tokens: Tokens<16>`, `mask: Mask<16, 16>`.
@@ -296,6 +315,9 @@ pub enum Callee {
     /// `embed.attend(x)`: the embedding table of the `Embed` bound to this
     /// variable, as the output layer.
     Attend(syn::Ident),
+    /// `self.encoder(x)` / `self.encode(x)`: a layer bound in `fn setup`,
+    /// or another method of the model, inlined.
+    SelfCall(syn::Ident),
     /// `random.normal(shape)`: a draw from the device's generator.
     Draw(crate::symbol::DrawKind),
     /// A word that is neither; the message says what to write instead.

@@ -31,6 +31,8 @@ pub fn key(path: &syn::Path) -> String {
 pub fn nested_paths(m: &Model) -> Vec<syn::Path> {
     let mut out = Vec::new();
     block(&m.body, &mut out);
+    m.setup.iter().for_each(|b| block(b, &mut out));
+    m.methods.iter().for_each(|k| block(&k.body, &mut out));
     m.params.iter().for_each(|p| expr(&p.default, &mut out));
     out
 }

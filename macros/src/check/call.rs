@@ -44,11 +44,15 @@ impl Checker<'_> {
             }
             Callee::Nested(path) => {
                 let vals = self.eval_args(args);
-                self.nested(path, vals, inputs.unwrap_or_default(), tokens)
+                match inputs {
+                    Some(inputs) => self.nested(path, vals, inputs, tokens),
+                    None => self.bind_nested(path, vals, tokens),
+                }
             }
             Callee::Param => self.param(args, tokens),
             Callee::Local(ident, msg) => self.local(ident, msg, args, inputs, tokens),
             Callee::Attend(ident) => self.attend(ident, args, tokens),
+            Callee::SelfCall(ident) => self.self_call(ident, args, tokens),
             Callee::Builtin(kind) => self.builtin(*kind, args, tokens),
             Callee::Draw(kind) => self.draw(*kind, args, tokens),
             Callee::Init(kind) => {
@@ -108,6 +112,18 @@ impl Checker<'_> {
         tokens: &TokenStream,
     ) -> Option<Applied> {
         let vals = self.eval_args(inputs);
+        self.applied_vals(what, vals, inputs, spec, tokens)
+    }
+
+    /// [`Self::applied`] on inputs evaluated already.
+    pub(super) fn applied_vals(
+        &mut self,
+        what: &str,
+        vals: Vec<ArgVal>,
+        inputs: &[Arg],
+        spec: &InputSpec,
+        tokens: &TokenStream,
+    ) -> Option<Applied> {
         let mut ok = true;
         let mut mask = None;
         let mut pos = Vec::new();
@@ -244,6 +260,9 @@ impl Checker<'_> {
     /// `param(name, init, shape)`: a field of the declared tensor, and a
     /// step of its value.
     fn param(&mut self, args: &[Arg], tokens: &TokenStream) -> Val {
+        if self.built_in_method("param", tokens) {
+            return Val::Poison;
+        }
         let vals = self.eval_args(args);
         if vals.len() != 3 || vals.iter().any(|a| a.key.is_some()) {
             let example = layers::param::EXAMPLE;
@@ -280,6 +299,9 @@ impl Checker<'_> {
         inputs: &[Arg],
         tokens: &TokenStream,
     ) -> Val {
+        if kind != LayerKind::Dropout && self.built_in_method(kind.name(), tokens) {
+            return Val::Poison;
+        }
         let bound = args::bind(kind.name(), layers::sig(kind), &vals, tokens, &mut self.cx);
         // Flax names a submodule when it is constructed, before its input
         // is evaluated: `Dense(2)(Dense(3)(x))` has the outer one first.
@@ -506,17 +528,49 @@ impl Checker<'_> {
         tokens: &TokenStream,
     ) -> Val {
         let text = crate::ast::compact_text(&path.to_token_stream());
+        if self.built_in_method(&text, tokens) {
+            return Val::Poison;
+        }
         // `name` is the caller's; every other argument is a parameter of
         // the nested model.
         let (named, params): (Vec<ArgVal>, Vec<ArgVal>) = vals
             .into_iter()
             .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let Some(name) = self.nested_name(path, named.first(), tokens) else {
+            // Its inputs are still checked.
+            let _ = self.eval_args(inputs);
+            return Val::Poison;
+        };
+        let input_vals = self.eval_args(inputs);
+        self.nested_named(path, name, params, (inputs, input_vals), tokens)
+    }
+
+    /// A nested model's field name: `name = ".."`, or the next automatic
+    /// one.
+    pub(super) fn nested_name(
+        &mut self,
+        path: &syn::Path,
+        given: Option<&ArgVal>,
+        tokens: &TokenStream,
+    ) -> Option<(syn::Ident, String)> {
         let last = path
             .segments
             .last()
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
-        let name = self.field_name(&symbol::snake(&last), (&last, true), named.first(), tokens);
+        self.field_name(&symbol::snake(&last), (&last, true), given, tokens)
+    }
+
+    /// A nested model named already, instantiated for its inputs.
+    pub(super) fn nested_named(
+        &mut self,
+        path: &syn::Path,
+        name: (syn::Ident, String),
+        params: Vec<ArgVal>,
+        (inputs, input_vals): (&[Arg], Vec<ArgVal>),
+        tokens: &TokenStream,
+    ) -> Val {
+        let text = crate::ast::compact_text(&path.to_token_stream());
         let model = match self
             .sources
             .get(&crate::nest::key(path))
@@ -537,12 +591,12 @@ impl Checker<'_> {
             mask: false,
             elems: model.inputs.iter().map(|i| i.elem).collect(),
         };
-        let Some(applied) = self.applied(&text, inputs, &spec, tokens) else {
+        let Some(applied) = self.applied_vals(&text, input_vals, inputs, &spec, tokens) else {
             return Val::Poison;
         };
-        let (Some(name), false) = (name, params.iter().any(|a| a.val.is_poison())) else {
+        if params.iter().any(|a| a.val.is_poison()) {
             return Val::Poison;
-        };
+        }
         if self.depth >= MAX_DEPTH {
             self.cx.error_at(
                 tokens,
@@ -616,7 +670,7 @@ impl Checker<'_> {
 
     /// `let (mean, logvar) = Encoder()(x)`: the call's step holds the
     /// tuple; each output is a step of its own, made here once.
-    fn items(&mut self, call: usize, first: Vec<usize>, more: Vec<Vec<usize>>) -> Val {
+    pub(super) fn items(&mut self, call: usize, first: Vec<usize>, more: Vec<Vec<usize>>) -> Val {
         self.steps[call].more = more.clone();
         let shapes = std::iter::once(first).chain(more);
         let items = shapes

@@ -33,7 +33,7 @@ impl Checker<'_> {
         v
     }
 
-    fn stmt(&mut self, s: &Stmt) {
+    pub(super) fn stmt(&mut self, s: &Stmt) {
         match s {
             Stmt::Let {
                 var,

@@ -16,6 +16,7 @@ mod call;
 mod eval;
 mod fuse;
 mod loops;
+pub mod methods;
 pub(crate) mod partial;
 mod random;
 mod shared;
@@ -53,6 +54,8 @@ pub struct Plan {
     /// The nested models' paths as written, which the expansion names so
     /// that rustc checks they are `#[compact]` models.
     pub nested_paths: Vec<syn::Path>,
+    /// The model's other methods (`generate`), over [`Plan::fields`].
+    pub methods: Vec<methods::MethodPlan>,
 }
 
 /// A layer with parameters, stored in the module.
@@ -158,6 +161,7 @@ pub struct Instance {
 }
 
 /// A variable.
+#[derive(Clone)]
 struct Binding {
     val: Val,
     mutable: bool,
@@ -189,6 +193,12 @@ struct Checker<'a> {
     outer: syn::Ident,
     sources: &'a Sources,
     depth: usize,
+    /// How deep in the bodies of methods other than `fn forward` the
+    /// checker is: they use `fn setup`'s layers, and build none.
+    in_method: usize,
+    /// The outermost scope after `fn setup` (the block parameters and its
+    /// bindings): what a method inlined by `self.encode(x)` sees.
+    setup_scope: HashMap<String, Binding>,
 }
 
 /// Checks a model as declared (input shape and parameter defaults).
@@ -198,20 +208,39 @@ pub fn check(model: &Model, sources: &Sources) -> syn::Result<Plan> {
         dims: model.inputs.iter().map(|i| i.dims.clone()).collect(),
         args: Vec::new(),
     };
-    check_instance(model, inst, sources, 0)
+    let mut plan = check_instance(model, inst, sources, 0);
+    if let Ok(p) = &mut plan {
+        methods::check_methods(model, sources, p)?;
+    }
+    plan
 }
 
-/// Checks a model for an instance, or returns every error.
+/// Checks a model for an instance (its `fn forward`), or returns every
+/// error.
 pub fn check_instance(
     model: &Model,
     inst: Instance,
     sources: &Sources,
     depth: usize,
 ) -> syn::Result<Plan> {
+    check_body(model, inst, sources, depth, None)
+}
+
+/// Checks `fn forward`, or with `method` that method of the model.
+fn check_body(
+    model: &Model,
+    inst: Instance,
+    sources: &Sources,
+    depth: usize,
+    method: Option<usize>,
+) -> syn::Result<Plan> {
+    let (inputs, body) = match method {
+        Some(k) => (&model.methods[k].inputs, &model.methods[k].body),
+        None => (&model.inputs, &model.body),
+    };
     let mut c = Checker {
         cx: Ctxt::new(),
-        steps: model
-            .inputs
+        steps: inputs
             .iter()
             .zip(&inst.dims)
             .map(|(decl, dims)| Step {
@@ -234,22 +263,29 @@ pub fn check_instance(
         outer: inst.name.clone(),
         sources,
         depth,
+        in_method: 0,
+        setup_scope: HashMap::new(),
     };
     // Lines that did not parse are reported first; the rest is checked.
     if let Some(e) = &model.errors {
         c.cx.push(e.clone());
     }
     c.bind_params(&inst.args);
-    for (k, decl) in model.inputs.iter().enumerate() {
+    // `fn setup`'s bindings, then the inputs: every method sees both.
+    if let Some(setup) = &model.setup {
+        for s in &setup.stmts {
+            c.stmt(s);
+        }
+    }
+    c.setup_scope = c.scopes[0].clone();
+    for (k, decl) in inputs.iter().enumerate() {
         c.declare(&decl.var, Val::Tensor(k), false);
     }
-    let out = c.block(&model.body, true);
-    let out_tokens = model
-        .body
-        .value
-        .as_ref()
-        .map(|v| v.tokens())
-        .unwrap_or_default();
+    if method.is_some() {
+        c.in_method += 1;
+    }
+    let out = c.block(body, true);
+    let out_tokens = body.value.as_ref().map(|v| v.tokens()).unwrap_or_default();
     // `(policy, value)`: several outputs, each a float tensor.
     let (out, more_outputs) = match out {
         Val::Tuple(items) if items.len() >= 2 => {
@@ -285,12 +321,7 @@ pub fn check_instance(
                 _ => "a mask",
             };
             c.cx.error_at(
-                model
-                    .body
-                    .value
-                    .as_ref()
-                    .map(|v| v.tokens())
-                    .unwrap_or_default(),
+                body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(),
                 format!("the model output must be a float tensor, not {what}"),
             );
             None
@@ -298,32 +329,28 @@ pub fn check_instance(
         Val::Poison => None,
         other => {
             c.cx.error_at(
-                model
-                    .body
-                    .value
-                    .as_ref()
-                    .map(|v| v.tokens())
-                    .unwrap_or_default(),
+                body.value.as_ref().map(|v| v.tokens()).unwrap_or_default(),
                 format!("the model output must be a tensor, not {}", other.kind()),
             );
             None
         }
     };
     if output.is_none() && !c.cx.has_errors() {
-        c.cx.push(Error::new(model.body.close, "the model has no output"));
+        c.cx.push(Error::new(body.close, "the model has no output"));
     }
     c.cx.check()?;
-    let output = output.ok_or_else(|| Error::new(model.body.close, "the model has no output"))?;
+    let output = output.ok_or_else(|| Error::new(body.close, "the model has no output"))?;
     let mut plan = Plan {
         module: format_ident!("{}Module", inst.name),
         name: inst.name,
         steps: c.steps,
-        num_inputs: model.inputs.len(),
+        num_inputs: inputs.len(),
         output,
         more_outputs,
         fields: c.fields,
         inlined: c.inlined,
         nested_paths: c.nested_paths,
+        methods: Vec::new(),
     };
     fuse::conv_blocks(&mut plan);
     Ok(plan)

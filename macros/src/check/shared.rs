@@ -12,15 +12,23 @@ use crate::symbol::LayerKind;
 use crate::value::{ArgVal, Val};
 use proc_macro2::TokenStream;
 
-/// A bound layer.
+/// A bound layer or model.
 pub struct Bound {
-    kind: LayerKind,
+    what: What,
     args: Vec<ArgVal>,
     /// The field name and Flax name reserved when it was built (`None`
     /// for `Dropout`, which has no parameters).
     name: Option<(syn::Ident, String)>,
     /// After its first application: its field, input shapes and output.
     first: Option<(usize, Vec<Vec<usize>>, Vec<usize>)>,
+}
+
+/// What is bound.
+enum What {
+    Layer(LayerKind),
+    /// A model of the crate (`let block = Block(64);`), whose first
+    /// application instantiates it for its inputs.
+    Nested(syn::Path),
 }
 
 impl Checker<'_> {
@@ -32,6 +40,9 @@ impl Checker<'_> {
         vals: Vec<ArgVal>,
         tokens: &TokenStream,
     ) -> Val {
+        if kind != LayerKind::Dropout && self.built_in_method(kind.name(), tokens) {
+            return Val::Poison;
+        }
         if vals.iter().any(|a| a.val.is_poison()) {
             return Val::Poison;
         }
@@ -57,9 +68,47 @@ impl Checker<'_> {
             },
         };
         self.bound.push(Bound {
-            kind,
+            what: What::Layer(kind),
             args: vals,
             name,
+            first: None,
+        });
+        Val::Layer(self.bound.len() - 1)
+    }
+
+    /// `Block(64)` not applied: a model value, named now, instantiated at
+    /// its first application.
+    pub(super) fn bind_nested(
+        &mut self,
+        path: &syn::Path,
+        vals: Vec<ArgVal>,
+        tokens: &TokenStream,
+    ) -> Val {
+        let text = crate::ast::compact_text(&quote::ToTokens::to_token_stream(path));
+        if self.built_in_method(&text, tokens) {
+            return Val::Poison;
+        }
+        if vals.iter().any(|a| a.val.is_poison()) {
+            return Val::Poison;
+        }
+        if vals.iter().any(|a| matches!(a.val, Val::Tensor(_))) {
+            let w = crate::ast::compact_text(&quote::ToTokens::to_token_stream(path));
+            self.cx.error_at(
+                tokens,
+                format!("`{w}(..)` builds a model; apply it to its input: `{w}(..)(x)`"),
+            );
+            return Val::Poison;
+        }
+        let (named, params): (Vec<ArgVal>, Vec<ArgVal>) = vals
+            .into_iter()
+            .partition(|a| a.key.as_ref().is_some_and(|k| k == "name"));
+        let Some(name) = self.nested_name(path, named.first(), tokens) else {
+            return Val::Poison;
+        };
+        self.bound.push(Bound {
+            what: What::Nested(path.clone()),
+            args: params,
+            name: Some(name),
             first: None,
         });
         Val::Layer(self.bound.len() - 1)
@@ -98,7 +147,13 @@ impl Checker<'_> {
                 return Val::Poison;
             }
         };
-        let kind = self.bound[id].kind;
+        let kind = match &self.bound[id].what {
+            What::Layer(kind) => *kind,
+            What::Nested(path) => {
+                let path = path.clone();
+                return self.apply_bound_nested(id, ident, &path, args, tokens);
+            }
+        };
         let spec = layers::inputs(kind);
         let Some(applied) = self.applied(kind.name(), args, &spec, tokens) else {
             return Val::Poison;
@@ -160,13 +215,21 @@ impl Checker<'_> {
     pub(super) fn attend(&mut self, ident: &syn::Ident, args: &[Arg], tokens: &TokenStream) -> Val {
         let vals = self.eval_args(args);
         let embed = match self.lookup(&ident.to_string()).map(|b| b.val.clone()) {
-            Some(Val::Layer(id)) if self.bound[id].kind == LayerKind::Embed => {
+            Some(Val::Layer(id))
+                if matches!(self.bound[id].what, What::Layer(LayerKind::Embed)) =>
+            {
                 self.bound[id].first.clone()
             }
             Some(Val::Poison) => return Val::Poison,
             other => {
                 let what = match other {
-                    Some(Val::Layer(id)) => format!("a `{}`", self.bound[id].kind.name()),
+                    Some(Val::Layer(id)) => match &self.bound[id].what {
+                        What::Layer(k) => format!("a `{}`", k.name()),
+                        What::Nested(p) => format!(
+                            "a `{}`",
+                            crate::ast::compact_text(&quote::ToTokens::to_token_stream(p))
+                        ),
+                    },
                     Some(v) => v.kind().to_string(),
                     None => "not a variable".to_string(),
                 };
@@ -219,5 +282,87 @@ impl Checker<'_> {
             },
             out,
         )
+    }
+
+    /// A bound model applied: instantiated at its first application, the
+    /// same field (and instance) at every later one, whose inputs must
+    /// have the first's shapes.
+    fn apply_bound_nested(
+        &mut self,
+        id: usize,
+        ident: &syn::Ident,
+        path: &syn::Path,
+        args: &[Arg],
+        tokens: &TokenStream,
+    ) -> Val {
+        // The inputs first: `block(block(x))` applies the inner one first.
+        let vals = self.eval_args(args);
+        let Some((field, first, out)) = self.bound[id].first.clone() else {
+            let (Some(name), params) = (self.bound[id].name.clone(), self.bound[id].args.clone())
+            else {
+                return Val::Poison;
+            };
+            let v = self.nested_named(path, name, params, (args, vals), tokens);
+            if let Some((field, call)) = self.last_call() {
+                let inputs = self.steps[call].kind.inputs();
+                let shapes = inputs.iter().map(|i| self.shape(*i).to_vec()).collect();
+                self.bound[id].first = Some((field, shapes, self.steps[call].shape.clone()));
+            }
+            return v;
+        };
+        let text = crate::ast::compact_text(&quote::ToTokens::to_token_stream(path));
+        let n = first.len();
+        let call = self
+            .steps
+            .iter()
+            .position(|s| matches!(s.kind, Kind::Field { field: f, .. } if f == field));
+        let (elems, more) = match call {
+            Some(c) => (
+                self.steps[c]
+                    .kind
+                    .inputs()
+                    .iter()
+                    .map(|i| self.elem(*i))
+                    .collect(),
+                self.steps[c].more.clone(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let spec = layers::InputSpec {
+            min: n,
+            max: n,
+            mask: false,
+            elems,
+        };
+        let Some(applied) = self.applied_vals(&text, vals, args, &spec, tokens) else {
+            return Val::Poison;
+        };
+        let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
+        let shapes: Vec<Vec<usize>> = pos.iter().map(|i| self.shape(*i).to_vec()).collect();
+        if first != shapes {
+            let show = |s: &[Vec<usize>]| {
+                s.iter()
+                    .map(|s| crate::shape::show(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            self.cx.error_at(tokens, format!("`{ident}` shares one set of parameters between its applications, so each input must have the shape of its first: {} here, {} at first", show(&shapes), show(&first)));
+            return Val::Poison;
+        }
+        let call = self.push(Kind::Field { field, inputs: pos }, out.clone());
+        match (call, more.is_empty()) {
+            (Val::Tensor(k), false) => self.items(k, out, more),
+            (call, _) => call,
+        }
+    }
+
+    /// The last field's index and the step that applied it.
+    fn last_call(&self) -> Option<(usize, usize)> {
+        let field = self.fields.len().checked_sub(1)?;
+        let call = self
+            .steps
+            .iter()
+            .rposition(|s| matches!(s.kind, Kind::Field { field: f, .. } if f == field))?;
+        Some((field, call))
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::ast::Arith;
 use crate::ast::Elem;
-use crate::check::{Kind, Plan};
+use crate::check::{Field, Kind, Plan};
 use crate::gen::Mode;
 use crate::ops::Io;
 use crate::paths;
@@ -19,11 +19,16 @@ use std::collections::HashMap;
 /// first tensor input (the "backward ends" marker on the tape) and
 /// `exit(y, __s)` on its output ("backward starts"; `exit_untaped` for a
 /// mask). Without a running profiler each is one atomic load and moves.
-pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStream>, TokenStream) {
+pub fn forward(
+    plan: &Plan,
+    fields: &[Field],
+    mode: &Mode,
+    no_input_grad: bool,
+) -> (Vec<TokenStream>, TokenStream) {
     let dfdx = paths::dfdx();
     let rt = paths::compact();
     let prof = paths::profile();
-    let names = span_names(plan);
+    let names = span_names(plan, fields);
     // How many reads of each step remain; every read but the last clones
     // the tensor with an empty tape (dfdx's idiom for a reused value).
     let mut remaining = vec![0usize; plan.steps.len()];
@@ -78,10 +83,10 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
     }
     // The batch (and device) that a declared parameter's value and a
     // constant row are broadcast over.
-    let params = plan
-        .fields
-        .iter()
-        .any(|f| matches!(f.layer, crate::layers::Layer::Param(_)));
+    let params = plan.steps.iter().any(|s| {
+        matches!(s.kind, Kind::Field { field, .. }
+            if matches!(fields[field].layer, crate::layers::Layer::Param(_)))
+    });
     let rows = plan.steps.iter().any(|s| {
         matches!(
             s.kind,
@@ -122,7 +127,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
             Kind::ConvBlock {
                 field, relu, pool, ..
             } => {
-                let f = &plan.fields[*field];
+                let f = &fields[*field];
                 let (ty, n) = (f.layer.ty(), &f.name);
                 let l = paths::layers();
                 let x = &args[0];
@@ -147,7 +152,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
                 })
             }
             Kind::Field { field, .. } => {
-                let field = &plan.fields[*field];
+                let field = &fields[*field];
                 if let crate::layers::Layer::Param(p) = &field.layer {
                     p.value(&field.name)
                 } else {
@@ -292,7 +297,7 @@ pub fn forward(plan: &Plan, mode: &Mode, no_input_grad: bool) -> (Vec<TokenStrea
 /// layer's field name (`conv_0`), an op's word counted per model in call
 /// order (`relu_0`, `relu_1`), `add_0` / `sub_0` / `mul_0` / `div_0` for
 /// arithmetic (with a tensor or a number), `neg_0`.
-fn span_names(plan: &Plan) -> Vec<(String, bool)> {
+fn span_names(plan: &Plan, fields: &[Field]) -> Vec<(String, bool)> {
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut counted = |word: String| {
         let n = counts.entry(word.clone()).or_default();
@@ -305,14 +310,14 @@ fn span_names(plan: &Plan) -> Vec<(String, bool)> {
             Kind::Input | Kind::Folded | Kind::Item { .. } => (String::new(), false),
             // The ops a block absorbed keep their counts: `conv_0+relu_0+avg_pool_0`.
             Kind::ConvBlock { field, pool, .. } => {
-                let mut name = format!("{}+{}", plan.fields[*field].name, counted("relu".into()));
+                let mut name = format!("{}+{}", fields[*field].name, counted("relu".into()));
                 if let Some(p) = pool {
                     name = format!("{name}+{}", counted(p.word().into()));
                 }
                 (name, false)
             }
             Kind::Field { field, .. } => {
-                let f = &plan.fields[*field];
+                let f = &fields[*field];
                 (f.name.to_string(), f.layer.is_block())
             }
             Kind::Op { op, .. } => (counted(op.word()), false),

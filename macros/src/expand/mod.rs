@@ -77,28 +77,8 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
     // input computed inside an outer model arrives with a share of its tape
     // (so the gradient reaches whatever computed it), one from the caller
     // usually with none.
-    let in_ty = match plan.num_inputs {
-        1 => plan.steps[0].ty(),
-        n => {
-            let tys = plan.steps[..n].iter().enumerate().map(|(k, s)| {
-                crate::gen::input_tensor(&s.shape, s.elem, &crate::gen::input_tape(k))
-            });
-            quote!((#(#tys,)*))
-        }
-    };
-    let extra_tapes: Vec<syn::Ident> = (1..plan.num_inputs)
-        .filter(|&k| plan.steps[k].elem != crate::ast::Elem::Bool)
-        .map(crate::gen::input_tape)
-        .collect();
-    let out_ty = match plan.more_outputs.is_empty() {
-        true => crate::gen::tensor_ty(out_shape),
-        false => {
-            let tys = std::iter::once(plan.output)
-                .chain(plan.more_outputs.iter().copied())
-                .map(|o| crate::gen::tensor_ty(&plan.steps[o].shape));
-            quote!((#(#tys,)*))
-        }
-    };
+    let (in_ty, extra_tapes, out_ty) = io_types(plan);
+    let methods = methods(plan);
     // `Module` and `ModuleMut`, each for the input tensor and, for a model
     // of one float input, for the input marked `NoInputGrad(x)` (the
     // convolutions that read it skip its gradient; every other reader
@@ -111,7 +91,7 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         };
     let modules = modes.iter().map(|&(mutable, no_input_grad)| {
         let mode = Mode { mutable };
-        let (wheres, body) = forward::forward(plan, &mode, no_input_grad);
+        let (wheres, body) = forward::forward(plan, &plan.fields, &mode, no_input_grad);
         let (tr, call) = (mode.tr(), mode.call());
         let this = if mutable { quote!(&mut self) } else { quote!(&self) };
         let (arg_ty, unwrap) = if no_input_grad {
@@ -223,6 +203,8 @@ pub fn expand(plan: &Plan, docs: &[syn::Attribute]) -> TokenStream {
         }
 
         #(#modules)*
+
+        #methods
 
         impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #fl::FlaxLayout for #module<E, D> {
             fn flax_leaves(__out: &mut #fl::FlaxLeaves) {
@@ -360,4 +342,72 @@ fn module_doc(plan: &Plan) -> Vec<String> {
     lines.push(String::new());
     lines.push(format!("Trainable parameters: {total}."));
     lines
+}
+
+/// The input type (one tensor, or a tuple of them), the tape types of the
+/// inputs after the first, and the output type (a tuple for several).
+fn io_types(plan: &Plan) -> (TokenStream, Vec<syn::Ident>, TokenStream) {
+    let out_shape = &plan.steps[plan.output].shape;
+    let in_ty = match plan.num_inputs {
+        1 => plan.steps[0].ty(),
+        n => {
+            let tys = plan.steps[..n].iter().enumerate().map(|(k, s)| {
+                crate::gen::input_tensor(&s.shape, s.elem, &crate::gen::input_tape(k))
+            });
+            quote!((#(#tys,)*))
+        }
+    };
+    let extra_tapes: Vec<syn::Ident> = (1..plan.num_inputs)
+        .filter(|&k| plan.steps[k].elem != crate::ast::Elem::Bool)
+        .map(crate::gen::input_tape)
+        .collect();
+    let out_ty = match plan.more_outputs.is_empty() {
+        true => crate::gen::tensor_ty(out_shape),
+        false => {
+            let tys = std::iter::once(plan.output)
+                .chain(plan.more_outputs.iter().copied())
+                .map(|o| crate::gen::tensor_ty(&plan.steps[o].shape));
+            quote!((#(#tys,)*))
+        }
+    };
+    (in_ty, extra_tapes, out_ty)
+}
+
+/// The model's other methods (`generate`), inherent methods of the module
+/// over its fields: `try_generate` and `generate`, in inference mode
+/// (`&self`, as `forward`).
+fn methods(plan: &Plan) -> TokenStream {
+    let dfdx = paths::dfdx();
+    let module = &plan.module;
+    let fns = plan.methods.iter().map(|m| {
+        let (in_ty, extra_tapes, out_ty) = io_types(&m.plan);
+        let mode = Mode { mutable: false };
+        let (wheres, body) = forward::forward(&m.plan, &plan.fields, &mode, false);
+        let (name, docs) = (&m.name, &m.docs);
+        let try_name = quote::format_ident!("try_{}", name);
+        let generics = quote!(<B: #dfdx::shapes::Dim, T: #dfdx::tensor::Tape<E, D> #(, #extra_tapes: #dfdx::tensor::Tape<E, D>)*>);
+        let bounds = quote!(where #(T: #dfdx::tensor::Merge<#extra_tapes>,)* #(#wheres,)*);
+        let try_doc = format!("[`Self::{name}`], returning the device's error instead of panicking.");
+        quote! {
+            #(#docs)*
+            #[allow(clippy::type_complexity)]
+            pub fn #name #generics(&self, __x: #in_ty) -> #out_ty #bounds {
+                self.#try_name(__x).unwrap()
+            }
+
+            #[doc = #try_doc]
+            #[allow(unused_variables, clippy::let_and_return, clippy::type_complexity)]
+            pub fn #try_name #generics(&self, __t0: #in_ty) -> ::core::result::Result<#out_ty, D::Err> #bounds {
+                #body
+            }
+        }
+    });
+    match plan.methods.is_empty() {
+        true => quote!(),
+        false => quote! {
+            impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor_ops::Device<E>> #module<E, D> {
+                #(#fns)*
+            }
+        },
+    }
 }

@@ -457,6 +457,29 @@ pub fn parse_expr(e: &syn::Expr) -> Result<Expr> {
                 tokens: tokens(),
             })
         }
+        // `self.encoder(x)`, `self.encode(x)`: a layer of `fn setup`, or a
+        // method. (`self.param(..)` is the message below.)
+        syn::Expr::MethodCall(m) if m.method != "param" && matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("self")) => {
+            Ok(Expr::Call {
+                callee: Callee::SelfCall(m.method.clone()),
+                name: m.to_token_stream(),
+                args: parse_args(&m.args)?,
+                inputs: None,
+                tokens: tokens(),
+            })
+        }
+        // `self.embed.attend(x)`: tied embeddings through `fn setup`'s `Embed`.
+        syn::Expr::MethodCall(m) if m.method == "attend" && matches!(strip(&m.receiver), syn::Expr::Field(f) if matches!(strip(&f.base), syn::Expr::Path(p) if p.path.is_ident("self")) && matches!(f.member, syn::Member::Named(_))) => {
+            let syn::Expr::Field(f) = strip(&m.receiver) else { unreachable!() };
+            let syn::Member::Named(ident) = &f.member else { unreachable!() };
+            Ok(Expr::Call {
+                callee: Callee::Attend(ident.clone()),
+                name: m.to_token_stream(),
+                args: parse_args(&m.args)?,
+                inputs: None,
+                tokens: tokens(),
+            })
+        }
         // `random.normal(shape)`: `jax.random`'s draws, without the key.
         syn::Expr::MethodCall(m) if matches!(strip(&m.receiver), syn::Expr::Path(p) if p.path.is_ident("random")) => {
             let method = m.method.to_string();
@@ -678,11 +701,8 @@ fn word(path: &syn::Path, applied: bool) -> Callee {
     if segs.len() > 1 {
         return match PREFIXES.contains(&segs[0].as_str()) {
             true => Callee::Unknown(prefix_message(&segs[0], &last)),
-            false if applied => Callee::Nested(path.clone()),
-            false => Callee::Unknown(format!(
-                "a layer or model is built, then applied to its input: `{}(..)(x)`",
-                compact(&path.to_token_stream())
-            )),
+            // `blocks::Block(..)`, applied or bound (`let b = blocks::Block(..);`).
+            false => Callee::Nested(path.clone()),
         };
     }
     if let Some(k) = crate::symbol::BuiltinKind::from_name(&last) {
@@ -734,7 +754,7 @@ fn word(path: &syn::Path, applied: bool) -> Callee {
     let camel = last.starts_with(|c: char| c.is_ascii_uppercase());
     // A user's own model is never shadowed by a guess: only Flax's own
     // layer names are reserved; rustc reports a model that does not exist.
-    if applied && camel && !symbol::is_flax_class(&last) {
+    if camel && !symbol::is_flax_class(&last) {
         return Callee::Nested(path.clone());
     }
     let kind = if applied { "layer" } else { "op" };
@@ -815,12 +835,9 @@ fn parse_call(c: &syn::ExprCall) -> Result<Expr> {
             }
             let init = crate::symbol::InitKind::from_name(&last).is_some()
                 || LayerKind::from_name(&last).is_some();
-            if c.args.is_empty() && !init {
-                let msg = if last.starts_with(char::is_uppercase) {
-                    format!("`{last}()` builds a layer; apply it to its input: `{last}()(x)`")
-                } else {
-                    format!("`{last}` needs its input: `{last}(x)`")
-                };
+            // `Block()` unapplied is a model bound once (`let b = Block();`).
+            if c.args.is_empty() && !init && !last.starts_with(char::is_uppercase) {
+                let msg = format!("`{last}` needs its input: `{last}(x)`");
                 return Err(Error::new_spanned(&tokens, msg));
             }
             if let Some(syn::Expr::Assign(first)) = c.args.first() {

@@ -7,7 +7,7 @@ mod expr;
 mod format;
 mod transform;
 
-use crate::ast::{Elem, InputDecl, Model, ParamDecl};
+use crate::ast::{Block, Elem, InputDecl, Model, ParamDecl};
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Error, Result};
@@ -69,6 +69,9 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
     };
     let mut forward = None;
     let mut passthrough = Vec::new();
+    let mut setup = None;
+    let mut methods = Vec::new();
+    let mut cx = crate::ctxt::Ctxt::new();
     for it in item.items {
         match it {
             syn::ImplItem::Fn(f) if f.sig.ident == "forward" || f.sig.ident == "__call__" => {
@@ -86,6 +89,39 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
                 }
                 forward = Some(f);
             }
+            syn::ImplItem::Fn(f) if f.sig.ident == "setup" => {
+                let typed = f
+                    .sig
+                    .inputs
+                    .iter()
+                    .find(|a| matches!(a, syn::FnArg::Typed(_)));
+                if let Some(a) = typed {
+                    cx.error_at(a, "`fn setup` takes no arguments: it reads the block parameters `fn forward` declares, as Flax's `setup` reads the module's attributes");
+                }
+                let (body, errors) = expr::parse_body(&f.block);
+                if let Some(e) = errors {
+                    cx.push(e);
+                }
+                setup = Some(setup_names(body));
+            }
+            syn::ImplItem::Fn(f) if is_method(&f.sig) => match parse_signature(&f.sig) {
+                Ok((inputs, params)) => {
+                    if let Some(p) = params.first() {
+                        cx.error_at(&p.name, format!("block parameters are declared on `fn forward`; `{}` reads them as every method does", f.sig.ident));
+                    }
+                    let (body, errors) = expr::parse_body(&f.block);
+                    if let Some(e) = errors {
+                        cx.push(e);
+                    }
+                    methods.push(crate::ast::Method {
+                        name: f.sig.ident.clone(),
+                        inputs,
+                        body,
+                        docs: docs_of(&f.attrs),
+                    });
+                }
+                Err(e) => cx.push(e),
+            },
             other => passthrough.push(other),
         }
     }
@@ -104,21 +140,84 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
             return Err(e);
         }
     };
-    let docs = f
-        .attrs
-        .iter()
-        .filter(|a| a.path().is_ident("doc"))
-        .cloned()
-        .collect();
+    let docs = docs_of(&f.attrs);
+    // The other methods' lines that did not parse are reported with the
+    // body's.
+    let errors = match (errors, cx.check()) {
+        (Some(mut a), Err(b)) => {
+            a.extend(b);
+            Some(a)
+        }
+        (a, Err(b)) => a.or(Some(b)),
+        (a, Ok(())) => a,
+    };
     Ok(Model {
         name,
         inputs,
         params,
         body,
         docs,
+        setup,
+        methods,
         passthrough,
         errors,
     })
+}
+
+fn docs_of(attrs: &[syn::Attribute]) -> Vec<syn::Attribute> {
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .cloned()
+        .collect()
+}
+
+/// A method of the model language: its first argument after `&self` is an
+/// input (`Input<..>`, `Tokens<..>`, `Mask<..>`). Any other `fn` is plain
+/// Rust, passed through.
+fn is_method(sig: &syn::Signature) -> bool {
+    sig.inputs.iter().find_map(|a| match a {
+        syn::FnArg::Typed(t) => Some(input_elem(&t.ty).is_some()),
+        syn::FnArg::Receiver(_) => None,
+    }) == Some(true)
+}
+
+/// `let encoder = Encoder(..);` in `fn setup` names the model `encoder`,
+/// as Flax names `self.encoder = Encoder(..)`: an explicit `name = ".."`
+/// wins.
+fn setup_names(mut body: Block) -> Block {
+    use crate::ast::{Arg, Callee, Expr, Lit, Stmt};
+    for s in &mut body.stmts {
+        if let Stmt::Let {
+            var,
+            value:
+                Expr::Call {
+                    callee,
+                    args,
+                    inputs: None,
+                    ..
+                },
+            ..
+        } = s
+        {
+            let named = matches!(callee, Callee::Nested(_))
+                || matches!(callee, Callee::Layer(k) if *k != crate::symbol::LayerKind::Dropout);
+            if named
+                && !args
+                    .iter()
+                    .any(|a| a.key.as_ref().is_some_and(|k| k == "name"))
+            {
+                args.push(Arg {
+                    key: Some(syn::Ident::new("name", var.span())),
+                    value: Expr::Lit(
+                        Lit::Str(var.to_string()),
+                        quote::ToTokens::to_token_stream(var),
+                    ),
+                });
+            }
+        }
+    }
+    body
 }
 
 fn find_dollar(ts: &TokenStream) -> Option<Span> {
