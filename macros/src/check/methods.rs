@@ -137,9 +137,9 @@ impl Checker<'_> {
                         .collect();
                     let also = match methods.is_empty() {
                         true => String::new(),
-                        false => format!(", or a method: {}", methods.join(", ")),
+                        false => format!(" (the methods are {})", methods.join(", ")),
                     };
-                    format!("`self.{ident}` is neither a layer bound in `fn setup` (`let {ident} = Dense(..);` there){also}")
+                    format!("`self.{ident}` is no layer of `fn setup` and no method{also}\nhelp: `let {ident} = Dense(..);` in `fn setup` binds a layer that every method applies as `self.{ident}(x)`")
                 }
             };
             return self.local(ident, &msg, args, None, tokens);

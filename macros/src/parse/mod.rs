@@ -70,6 +70,7 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
     let mut forward = None;
     let mut passthrough = Vec::new();
     let mut setup = None;
+    let mut setup_params = Vec::new();
     let mut methods = Vec::new();
     let mut cx = crate::ctxt::Ctxt::new();
     for it in item.items {
@@ -90,13 +91,15 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
                 forward = Some(f);
             }
             syn::ImplItem::Fn(f) if f.sig.ident == "setup" => {
-                let typed = f
-                    .sig
-                    .inputs
-                    .iter()
-                    .find(|a| matches!(a, syn::FnArg::Typed(_)));
-                if let Some(a) = typed {
-                    cx.error_at(a, "`fn setup` takes no arguments: it reads the block parameters `fn forward` declares, as Flax's `setup` reads the module's attributes");
+                // Its arguments are reported, and read as block parameters
+                // so that its body reports nothing more.
+                for a in &f.sig.inputs {
+                    if let syn::FnArg::Typed(t) = a {
+                        cx.error_at(a, "`fn setup` takes no arguments: it reads the block parameters `fn forward` declares, as Flax's `setup` reads the module's attributes");
+                        if let Ok(p) = parse_param(t) {
+                            setup_params.push(p);
+                        }
+                    }
                 }
                 let (body, errors) = expr::parse_body(&f.block);
                 if let Some(e) = errors {
@@ -133,13 +136,14 @@ pub fn parse_model(item: TokenStream) -> Result<Model> {
     };
     let (body, errors) = expr::parse_body(&f.block);
     // A bad signature stops here, with the body's own errors beside it.
-    let (inputs, params) = match parse_signature(&f.sig) {
+    let (inputs, mut params) = match parse_signature(&f.sig) {
         Ok(sig) => sig,
         Err(mut e) => {
             e.extend(errors);
             return Err(e);
         }
     };
+    params.append(&mut setup_params);
     let docs = docs_of(&f.attrs);
     // The other methods' lines that did not parse are reported with the
     // body's.

@@ -1,0 +1,20 @@
+use flaxen::prelude::*;
+
+pub struct Vae;
+
+#[compact]
+impl Vae {
+    fn setup() {
+        let decoder = Dense(8);
+    }
+
+    fn forward(x: Input<8>) {
+        self.decoder(x)
+    }
+
+    fn generate(z: Input<8>, temperature: Param<1.0>) {
+        sigmoid(self.decoder(z) / temperature)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+use flaxen::prelude::*;
+
+pub struct Vae;
+
+#[compact]
+impl Vae {
+    fn setup() {
+        let decoder = Dense(8);
+    }
+
+    fn forward(x: Input<8>) {
+        self.encoder(x)
+    }
+}
+
+fn main() {}
