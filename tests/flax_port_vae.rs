@@ -57,7 +57,7 @@ fn vae() {
     let dev = Cpu::seed_from_u64(0);
     let m = dev.build_module::<Vae, f32>();
     let x: Tensor<Rank2<2, 784>, f32, Cpu> = dev.sample_normal();
-    let (r, mean, logvar) = m.forward(x.clone());
+    let (_r, _mean, _logvar) = m.forward(x.clone());
     let z: Tensor<Rank2<2, 20>, f32, Cpu> = dev.sample_normal();
     let g = m.generate(z);
     println!("{:?} {}", g.shape(), m.num_trainable_params());

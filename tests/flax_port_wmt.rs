@@ -6,7 +6,10 @@
 //! cross-attention to the encoder's output, `encoderdecoder_norm`,
 //! `logitdense`), attention without biases, `xavier_uniform` kernels and
 //! `normal(1e-6)` biases, separate embeddings (`share_embeddings=False`,
-//! `logits_via_embedding=False`). Fixture: `tests/python/make_flax_wmt.py`
+//! `logits_via_embedding=False`), and the `Transformer` itself as the
+//! source: `setup` building `encoder` and `decoder`, `encode` and `decode`
+//! methods (callable from Rust, `model.encode(src)`), `__call__` their
+//! composition. Fixture: `tests/python/make_flax_wmt.py`
 //! (`flax_port_wmt.{msgpack,json}`), a perturbed checkpoint as `to_bytes`
 //! wrote it.
 //!
@@ -203,21 +206,38 @@ impl Decoder {
     }
 }
 
-/// wmt's `Transformer.__call__`: `encode(inputs)`, then
-/// `decode(encoded, inputs, targets)`, with their masks.
+/// wmt's `Transformer` as the source writes it: `setup` builds the
+/// `encoder` and the `decoder`, `encode` and `decode` make their masks and
+/// apply them, and `__call__` is `decode(encode(inputs), inputs,
+/// targets)`.
 pub struct Transformer;
 
 #[compact]
 impl Transformer {
-    fn forward(inputs: Tokens<9>, targets: Tokens<8>) {
+    fn setup() {
+        let encoder = Encoder();
+        let decoder = Decoder();
+    }
+
+    /// Applies the encoder to the source tokens.
+    fn encode(inputs: Tokens<9>) {
         let encoder_mask = make_attention_mask(inputs, inputs);
-        let encoded = Encoder(name = "encoder")(inputs, encoder_mask);
+        self.encoder(inputs, encoder_mask)
+    }
+
+    /// Applies the decoder to the encoded source and the targets.
+    fn decode(encoded: Input<9, 16>, inputs: Tokens<9>, targets: Tokens<8>) {
         let decoder_mask = combine_masks(
             make_attention_mask(targets, targets),
             make_causal_mask(targets),
         );
         let encoder_decoder_mask = make_attention_mask(targets, inputs);
-        Decoder(name = "decoder")(encoded, targets, decoder_mask, encoder_decoder_mask)
+        self.decoder(encoded, targets, decoder_mask, encoder_decoder_mask)
+    }
+
+    fn forward(inputs: Tokens<9>, targets: Tokens<8>) {
+        let encoded = self.encode(inputs);
+        self.decode(encoded, inputs, targets)
     }
 }
 
@@ -304,6 +324,12 @@ fn wmt_transformer_in_f64_matches_flax_in_f64() {
     let w: Tensor<Rank3<4, 8, 23>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
     let out = model.forward((s.clone(), t.clone()));
     assert_rel("logits", &out.as_vec(), &extra.out_f64.data, 1e-9, 1.0);
+    // `encode` then `decode`, called from Rust as Flax's
+    // `model.apply(.., method=Transformer.encode)` and `..decode`, give
+    // `__call__`'s logits exactly.
+    let encoded: Tensor<Rank3<4, 9, 16>, f64, Cpu> = model.encode(s.clone());
+    let logits = model.decode((encoded, s.clone(), t.clone()));
+    assert_eq!(logits.as_vec(), out.as_vec());
     let grads = (model.forward((s.traced(model.alloc_grads()), t)) * w)
         .sum()
         .backward();
