@@ -26,6 +26,7 @@ pub fn flax_only(key: &str) -> Option<&'static str> {
         "deterministic" | "use_running_average" | "train" | "training" => "modes come from the call, not from a flag: `model.forward(x)` runs inference (Dropout off, BatchNorm on its running statistics), `model.forward_mut(x)` with a tape trains (Dropout on, BatchNorm on batch statistics)",
         "dtype" | "param_dtype" | "precision" => "the dtype is the one the module is built with (`dev.build_module::<Model, f32>()`)",
         "rngs" | "rng_collection" => "Dropout draws from the device's seeded generator",
+        "initial_carry" => "an `RNN` starts from Flax's default zero carry; a given initial carry is not supported yet",
         _ => return None,
     })
 }

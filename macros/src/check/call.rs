@@ -126,11 +126,13 @@ impl Checker<'_> {
     ) -> Option<Applied> {
         let mut ok = true;
         let mut mask = None;
+        let mut lengths = None;
         let mut pos = Vec::new();
         for (k, a) in vals.iter().enumerate() {
             let name = describe(inputs, k);
             match &a.key {
                 Some(key) if key == "mask" && spec.mask => mask = Some((a, name)),
+                Some(key) if key == "seq_lengths" && spec.lengths => lengths = Some((a, name)),
                 Some(key) => {
                     let msg = match args::flax_only(&key.to_string()) {
                         Some(why) => format!("drop `{key}`: {why}"),
@@ -161,6 +163,7 @@ impl Checker<'_> {
         let mut out = Applied {
             pos: Vec::new(),
             mask: None,
+            lengths: None,
         };
         for (k, (a, name)) in pos.into_iter().enumerate() {
             let want = spec.elems.get(k).copied().unwrap_or(Elem::Float);
@@ -169,6 +172,15 @@ impl Checker<'_> {
         }
         if let Some((a, name)) = mask {
             out.mask = Some(self.tensor_of(what, a, &name, Elem::Bool, tokens)?);
+        }
+        if let Some((a, name)) = lengths {
+            let l = self.tensor_of(what, a, &name, Elem::Index, tokens)?;
+            if self.shape(l) != [1] {
+                let shape = crate::shape::show(self.shape(l));
+                self.cx.error_at(a, format!("`seq_lengths` is one length per example, a `Lengths` input (`lengths: Lengths`, [1] per example), but {name} has shape {shape}"));
+                return None;
+            }
+            out.lengths = Some(l);
         }
         ok.then_some(out)
     }
@@ -336,7 +348,7 @@ impl Checker<'_> {
             mask,
         };
         let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
-        let steps = layers::arrange(kind, &pos, applied.mask);
+        let steps = layers::arrange(kind, &pos, applied.mask.or(applied.lengths));
         match layers::check(kind, &bound, &site, &mut self.cx) {
             Some(Checked::Field(layer, out)) => match name.flatten() {
                 Some(n) => self.add_field(n, layer, steps, out),
@@ -589,6 +601,7 @@ impl Checker<'_> {
             min: n,
             max: n,
             mask: false,
+            lengths: false,
             elems: model.inputs.iter().map(|i| i.elem).collect(),
         };
         let Some(applied) = self.applied_vals(&text, input_vals, inputs, &spec, tokens) else {
@@ -687,6 +700,8 @@ pub(super) struct Applied {
     pub(super) pos: Vec<(usize, String)>,
     /// `mask = m`.
     pub(super) mask: Option<usize>,
+    /// `seq_lengths = lengths`.
+    pub(super) lengths: Option<usize>,
 }
 
 /// What a value of this kind holds, for messages.

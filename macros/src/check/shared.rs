@@ -160,7 +160,7 @@ impl Checker<'_> {
         };
         let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
         let shapes: Vec<Vec<usize>> = pos.iter().map(|i| self.shape(*i).to_vec()).collect();
-        let steps = layers::arrange(kind, &pos, applied.mask);
+        let steps = layers::arrange(kind, &pos, applied.mask.or(applied.lengths));
         if let Some((field, first, out)) = self.bound[id].first.clone() {
             if first != shapes {
                 let show = |s: &[Vec<usize>]| {
@@ -332,6 +332,7 @@ impl Checker<'_> {
             min: n,
             max: n,
             mask: false,
+            lengths: false,
             elems,
         };
         let Some(applied) = self.applied_vals(&text, vals, args, &spec, tokens) else {

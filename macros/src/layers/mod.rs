@@ -84,6 +84,8 @@ pub struct InputSpec {
     pub max: usize,
     /// Whether it takes `mask = ..`.
     pub mask: bool,
+    /// Whether it takes `seq_lengths = ..` (`RNN`).
+    pub lengths: bool,
     /// What each positional input holds (float where not listed).
     pub elems: Vec<Elem>,
 }
@@ -94,6 +96,7 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
         min: 1,
         max: 1,
         mask: false,
+        lengths: false,
         elems: vec![elem],
     };
     match kind {
@@ -101,16 +104,21 @@ pub fn inputs(kind: LayerKind) -> InputSpec {
             min: 1,
             max: 1,
             mask: true,
+            lengths: false,
             elems: vec![Elem::Float],
         },
         LayerKind::MultiHeadDotProductAttention => InputSpec {
             min: 1,
             max: 2,
             mask: true,
+            lengths: false,
             elems: vec![Elem::Float, Elem::Float],
         },
         LayerKind::Embed => one(Elem::Index),
-        LayerKind::Rnn => one(Elem::Float),
+        LayerKind::Rnn => InputSpec {
+            lengths: true,
+            ..one(Elem::Float)
+        },
         LayerKind::Dense
         | LayerKind::Conv
         | LayerKind::StdConv

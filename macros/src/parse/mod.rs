@@ -312,6 +312,9 @@ fn input_elem(ty: &syn::Type) -> Option<Elem> {
         .segments
         .last()
         .filter(|_| p.qself.is_none() && p.path.segments.len() == 1)?;
+    if seg.ident == "Lengths" {
+        return Some(Elem::Index);
+    }
     [Elem::Float, Elem::Index, Elem::Bool]
         .into_iter()
         .find(|e| seg.ident == e.decl())
@@ -410,6 +413,10 @@ fn parse_input_type(ty: &syn::Type, elem: Elem, nchw: bool) -> Result<Vec<usize>
         }
         _ => return Err(bad(INPUT_HELP)),
     };
+    // `lengths: Lengths`: one length per example, as token ids of [1].
+    if seg.ident == "Lengths" && seg.arguments.is_none() {
+        return Ok(vec![1]);
+    }
     if seg.ident != elem.decl() {
         return Err(bad(INPUT_HELP));
     }

@@ -52,6 +52,7 @@ mod relu;
 mod remat;
 pub mod resize;
 mod rnn;
+mod rnn_lengths;
 mod std_conv;
 
 pub use attention::{

@@ -350,13 +350,15 @@ impl<const I: usize, const H: usize, E: Dtype, D: FlaxenDevice<E>> RecurrentCell
 }
 
 impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
-    /// Runs the cell over the steps of `x`; the outputs in the order they
-    /// are to be returned (only the last step's with `RETURN_CARRY`), and
-    /// the tape of the whole computation.
+    /// Runs the cell over the steps of `x` (from the last with `reverse`);
+    /// the outputs in the order the steps ran (only the last step's with
+    /// `last_only`), and the tape of the whole computation.
     #[allow(clippy::type_complexity)]
-    fn try_run<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
+    pub(super) fn try_run<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
         &self,
         x: Tensor<(B, S, C::In), E, D, T>,
+        reverse: bool,
+        last_only: bool,
     ) -> Result<(Vec<Tensor<(B, C::Out), E, D, T>>, T), D::Err>
     where
         C: RecurrentCell<E, D>,
@@ -371,9 +373,9 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
             .cell
             .try_project(x.try_permute::<_, Axes3<1, 0, 2>>()?)?;
         let mut carry = C::try_zero_carry(&dev, b)?;
-        let mut ys = Vec::with_capacity(if RC { 1 } else { steps });
+        let mut ys = Vec::with_capacity(if last_only { 1 } else { steps });
         for k in 0..steps {
-            let t = if R { steps - 1 - k } else { k };
+            let t = if reverse { steps - 1 - k } else { k };
             let idx = dev.try_tensor(t)?;
             let xs = proj
                 .iter()
@@ -381,7 +383,7 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
                 .collect::<Result<Vec<_>, _>>()?;
             let (next, y) = self.cell.try_step(xs, carry)?;
             carry = next;
-            if RC {
+            if last_only {
                 // Only the last output is returned; keep the others' tapes.
                 let (y, t) = untape(y, tape);
                 tape = t;
@@ -390,9 +392,6 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
             } else {
                 ys.push(y);
             }
-        }
-        if R && K {
-            ys.reverse();
         }
         Ok((ys, tape))
     }
@@ -414,19 +413,11 @@ where
     fn try_forward(&self, x: Tensor<(B, S, C::In), E, D, T>) -> Result<Self::Output, D::Err> {
         let (b, s, _) = *x.shape();
         let dev = x.device().clone();
-        let (ys, tape) = self.try_run(x)?;
-        if ys.is_empty() {
-            return Ok(dev
-                .try_zeros_like(&(b, s, C::Out::default()))?
-                .put_tape(tape));
+        let (mut ys, tape) = self.try_run(x, R, false)?;
+        if R && K {
+            ys.reverse();
         }
-        // [S, B, H] (`stack` merges the steps' tapes), then [B, S, H].
-        let (y, t) = ys
-            .try_stack()?
-            .try_reshape_like(&(s, b, C::Out::default()))?
-            .try_permute::<_, Axes3<1, 0, 2>>()?
-            .split_tape();
-        Ok(y.put_tape(t.merge(tape)))
+        stacked(ys, tape, &dev, (b, s))
     }
 }
 
@@ -446,7 +437,7 @@ where
     fn try_forward(&self, x: Tensor<(B, S, C::In), E, D, T>) -> Result<Self::Output, D::Err> {
         let (b, _, _) = *x.shape();
         let dev = x.device().clone();
-        let (mut ys, tape) = self.try_run(x)?;
+        let (mut ys, tape) = self.try_run(x, R, true)?;
         let (y, t) = match ys.pop() {
             Some(y) => y.split_tape(),
             // No steps: the zero carry, as Flax's scan over nothing.
@@ -457,6 +448,26 @@ where
 }
 
 impl<C, const R: bool, const K: bool, const RC: bool> NonMutableModule for Rnn<C, R, K, RC> {}
+
+/// The steps' outputs as `[B, S, H]` on `tape` (zeros when there are no
+/// steps).
+pub(super) fn stacked<B: Dim, S: Dim, H: ConstDim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
+    ys: Vec<Tensor<(B, H), E, D, T>>,
+    tape: T,
+    dev: &D,
+    (b, s): (B, S),
+) -> Result<Tensor<(B, S, H), E, D, T>, D::Err> {
+    if ys.is_empty() {
+        return Ok(dev.try_zeros_like(&(b, s, H::default()))?.put_tape(tape));
+    }
+    // [S, B, H] (`stack` merges the steps' tapes), then [B, S, H].
+    let (y, t) = ys
+        .try_stack()?
+        .try_reshape_like(&(s, b, H::default()))?
+        .try_permute::<_, Axes3<1, 0, 2>>()?
+        .split_tape();
+    Ok(y.put_tape(t.merge(tape)))
+}
 
 /// Flax's `orthogonal()` init (scale 1) of a square recurrent kernel.
 fn orthogonal<const H: usize, E: Dtype, D: Device<E>>(
