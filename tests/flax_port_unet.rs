@@ -169,3 +169,26 @@ fn unet_in_f64_matches_flax_in_f64() {
         .backward();
     assert_grads(&flax_grads(&model, &grads), &f.grads_f64, 1e-9);
 }
+
+/// The loaded model on dfdx's `Cuda` device (compiled by CI's
+/// `cuda,ci-check` check, run where a GPU is): Flax's outputs there too.
+#[cfg(feature = "cuda")]
+#[test]
+fn unet_on_cuda_matches_flax() {
+    let f = fixture(JSON);
+    let extra: Extra = serde_json::from_str(JSON).unwrap();
+    let mut model = Cpu::default().build_module::<UNet, f32>();
+    flax::load(&mut model, BYTES).unwrap();
+    let dev = Cuda::default();
+    let model = model.to_device(&dev);
+    let x: Tensor<Rank4<2, 3, 8, 8>, f32, Cuda> = dev.tensor(f32s(f.x.as_ref().unwrap()));
+    let t: Tensor<Rank2<2, 1>, f32, Cuda> = dev.tensor(f32s(&extra.t));
+    let out = model.forward((x, t));
+    assert_rel(
+        "out",
+        &out.as_vec(),
+        &f.out.as_ref().unwrap().data,
+        1e-4,
+        1.0,
+    );
+}

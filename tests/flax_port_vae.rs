@@ -282,3 +282,29 @@ fn vae_trains_like_flax() {
         }
     }
 }
+
+/// The loaded model on dfdx's `Cuda` device (compiled by CI's
+/// `cuda,ci-check` check, run where a GPU is): the encoder, `generate` and
+/// a draw in `__call__` there too.
+#[cfg(feature = "cuda")]
+#[test]
+fn vae_on_cuda_matches_flax() {
+    let f: Fixture = serde_json::from_str(JSON).unwrap();
+    let m = load::<f32>(&f);
+    let dev = Cuda::default();
+    let m = m.to_device(&dev);
+    let x: Tensor<Rank2<3, 784>, f32, Cuda> = dev.tensor(f32s(&f.x));
+    let (mean, logvar) = m.encoder.forward(x.clone());
+    assert_rel("mean", &mean.as_vec(), &f.mean.data, 1e-4, 1.0);
+    assert_rel("logvar", &logvar.as_vec(), &f.logvar.data, 1e-4, 1.0);
+    let z: Tensor<Rank2<3, 20>, f32, Cuda> = dev.tensor(f32s(&f.z));
+    assert_rel(
+        "generate",
+        &m.generate(z).as_vec(),
+        &f.generate.data,
+        1e-4,
+        1.0,
+    );
+    let (recon, _, _) = m.forward(x);
+    assert!(recon.as_vec().iter().all(|v| v.is_finite()));
+}
