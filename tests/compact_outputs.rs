@@ -136,11 +136,10 @@ fn a_nested_models_outputs_bound_by_name_compute_as_written_out() {
     b.fc2_logvar = a.encoder.fc2_logvar.clone();
     b.decoder = a.decoder.clone();
     let x: X = dev.sample_normal();
-    let loss = |(r, m, l): (
-        Tensor<Rank2<3, 6>, f64, Cpu, OwnedTape<f64, Cpu>>,
-        Tensor<Rank2<3, 3>, f64, Cpu, OwnedTape<f64, Cpu>>,
-        Tensor<Rank2<3, 3>, f64, Cpu, OwnedTape<f64, Cpu>>,
-    )| r.square().sum() + (m * 2.0).sum() + l.exp().sum();
+    type Taped<S> = Tensor<S, f64, Cpu, OwnedTape<f64, Cpu>>;
+    let loss = |(r, m, l): (Taped<Rank2<3, 6>>, Taped<Rank2<3, 3>>, Taped<Rank2<3, 3>>)| {
+        r.square().sum() + (m * 2.0).sum() + l.exp().sum()
+    };
     let ga = loss(a.forward(x.clone().traced(a.alloc_grads()))).backward();
     let gb = loss(b.forward(x.clone().traced(b.alloc_grads()))).backward();
     assert_eq!(

@@ -173,10 +173,9 @@ fn check_grads(got: &BTreeMap<String, Vec<f64>>, want: &BTreeMap<String, Sampled
     }
 }
 
-fn load<E: Dtype>(f: &Fixture) -> M<E>
+fn load<E: flaxen::runtime::compact::ParamDtype>(f: &Fixture) -> M<E>
 where
     Cpu: Device<E>,
-    E: flaxen::runtime::compact::ParamDtype,
 {
     let dev = Cpu::default();
     let mut m = dev.build_module::<Vae, E>();

@@ -262,10 +262,10 @@ where
 /// `random.normal(shape)`: standard normal draws of the batched `shape`
 /// from the device's seeded generator (drawn in f64, then rounded to the
 /// dtype), a constant (no gradient) on the tape `T`, so that arithmetic
-/// with taped values keeps their gradients (a VAE's `mean + eps * exp(0.5
-/// * logvar)`). Each call draws afresh, in `forward` and `forward_mut`
-/// alike, as JAX draws whenever it is given a key; a device seeded the same
-/// way draws the same values.
+/// with taped values keeps their gradients (a VAE's `mean + eps *
+/// exp(0.5 * logvar)`). Each call draws afresh, in `forward` and
+/// `forward_mut` alike, as JAX draws whenever it is given a key; a device
+/// seeded the same way draws the same values.
 ///
 /// ```
 /// use dfdx::prelude::*;

@@ -98,7 +98,10 @@ row-major]}`, `flax_keys.arr`):
   kernels, the (30, 8) embedding);
 - "logits_f64", "ys_f64", "loss_f64", "grads_f64": the same in float64,
   on the float32 checkpoint's values widened (w_logits and w_ys widened
-  likewise), for a float64 port to be held to at 1e-9;
+  likewise), for a float64 port to be held to at 1e-9 (the cells get
+  `param_dtype=float64` there, `Classifier.cell_dtype`: it is also the
+  dtype of their zero initial carry, and lax.scan rejects a float32 carry
+  that a step returns as float64);
 - "no_lengths_logits_f64" [4, 3]: the float64 logits with `seq_lengths`
   None (every row run over all 7 steps, padding included, plain flip for
   the backward LSTM): row 0 (length 7) equals "logits_f64", the other

@@ -451,6 +451,7 @@ impl<C, const R: bool, const K: bool, const RC: bool> NonMutableModule for Rnn<C
 
 /// The steps' outputs as `[B, S, H]` on `tape` (zeros when there are no
 /// steps).
+#[allow(clippy::type_complexity)]
 pub(super) fn stacked<B: Dim, S: Dim, H: ConstDim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
     ys: Vec<Tensor<(B, H), E, D, T>>,
     tape: T,
