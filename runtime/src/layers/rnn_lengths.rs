@@ -1,17 +1,19 @@
 //! [`Rnn`] over padded sequences with per-example lengths, Flax's
-//! `nn.RNN(cell)(x, seq_lengths = lengths)`:
+//! `nn.RNN(cell)(x, seq_lengths = lengths)`, step for step as Flax's
+//! `recurrent.py` runs it:
 //!
 //! - the cell runs over every step, padding included, as Flax's scan does
 //!   (the outputs at padded steps are computed, not masked);
-//! - with `REVERSE`, each sequence is reversed within its length (Flax's
-//!   `flip_sequences`: the padding stays at the end), and `KEEP_ORDER`
-//!   flips the outputs back the same way;
-//! - with `RETURN_CARRY`, the hidden state after each example's last valid
+//! - with `REVERSE`, each row is reversed within its length and its
+//!   padding block within itself (Flax's `flip_sequences`: step `s` of a
+//!   row of length `L` reads position `(S - 1 - s + L) mod S`), and
+//!   `KEEP_ORDER` flips the outputs back the same way;
+//! - with `RETURN_CARRY`, the hidden state after each row's last valid
 //!   step (Flax's `_select_last_carry`), not after the padding.
 //!
-//! The lengths are `[batch, 1]` token-id-like integers read on the host;
-//! each is clamped to `1..=S` (a length of 0 would select before the first
-//! step, where Flax's index wraps to the last).
+//! The lengths are `[batch, 1]` integers read on the host. A length of 0
+//! does what Flax's does (the carry index wraps round to the last step); a
+//! length above `S` is taken as `S`.
 
 use dfdx::nn::Module;
 use dfdx::prelude::*;
@@ -30,8 +32,9 @@ fn lengths<B: Dim, D: TensorFromVec<usize>, T>(
         .collect()
 }
 
-/// For each example, the step each position reads when the sequence is
-/// reversed within its length: `len - 1 - t` before `len`, `t` after.
+/// For each example, the position each step reads when the row is
+/// reversed within its length and its padding within itself: `(S - 1 - t
+/// + L) mod S` (a reflection, so applying it twice gives the row back).
 fn flip<B: Dim, S: Dim, D: TensorFromVec<usize>>(
     dev: &D,
     (b, s): (B, S),
@@ -40,7 +43,7 @@ fn flip<B: Dim, S: Dim, D: TensorFromVec<usize>>(
     let steps = s.size();
     let idx = lens
         .iter()
-        .flat_map(|&n| (0..steps).map(move |t| if t < n { n - 1 - t } else { t }))
+        .flat_map(|&n| (0..steps).map(move |t| (steps - 1 - t + n) % steps))
         .collect();
     dev.try_tensor_from_vec(idx, (b, s))
 }
@@ -145,7 +148,13 @@ where
         let b = x.shape().0;
         let dev = x.device().clone();
         let (y, _, lens) = run(self, x, l)?;
-        let last = dev.try_tensor_from_vec(lens.iter().map(|n| n - 1).collect(), (b,))?;
+        // Flax's index `L - 1` wraps round to the last step for `L = 0`.
+        let steps = y.shape().1.size();
+        let last = lens
+            .iter()
+            .map(|&n| (n + steps).saturating_sub(1) % steps.max(1))
+            .collect();
+        let last = dev.try_tensor_from_vec(last, (b,))?;
         y.try_select(last)
     }
 }
