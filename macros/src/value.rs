@@ -46,6 +46,11 @@ pub enum Val {
     /// a bare `Conv` has none fixed), called with the rest:
     /// `conv(64, (3, 3))(x)`.
     Partial(Box<Partial>),
+    /// An `Embed` of a calling model, passed in as a block parameter
+    /// (wmt's `Encoder(shared_embedding = self.shared_embedding)`): the
+    /// step holding its table (in the caller's call, the index among the
+    /// tables passed).
+    Table(usize),
     /// `None`: an optional block parameter without a value (Python's
     /// `None`); a given value is the value itself (`Some(64)` is `64`).
     None,
@@ -69,6 +74,7 @@ impl Val {
             Val::Cell(..) => "a cell",
             Val::Init(_) => "an initialiser",
             Val::Layer(_) => "a layer (apply it to its input, `layer(x)`)",
+            Val::Table(_) => "an `Embed` passed in (apply it to token ids, `embed(tokens)`, or use `embed.attend(x)`)",
             Val::Partial(p) => match p.target {
                 Target::Op(_) => "an activation (apply it to its input, `act(x)`)",
                 Target::Layer(_) | Target::Nested(_) => {
@@ -194,6 +200,14 @@ impl ArgVal {
             val,
             tokens: arg.value.tokens(),
             parts,
+        }
+    }
+
+    /// The argument with another value.
+    pub fn with_val(&self, val: Val) -> ArgVal {
+        ArgVal {
+            val,
+            ..self.clone()
         }
     }
 

@@ -358,3 +358,65 @@ where
     let u: dfdx::tensor::Tensor<S, E, D> = draw(dev, shape, crate::init::Draw::Uniform(0.0, 1.0))?;
     u.try_lt(scalar::<E>(p))
 }
+
+/// A batch of `[V, F]` embedding tables: an `Embed` of a calling model
+/// passed to a nested one (wmt's shared embedding), broadcast over the
+/// batch.
+pub type Tables<B, const V: usize, const F: usize, E, D, T> =
+    dfdx::tensor::Tensor<(B, dfdx::shapes::Const<V>, dfdx::shapes::Const<F>), E, D, T>;
+
+/// `embed(ids)` for an `Embed` passed in as its table: row `ids[b, s]` of
+/// `table[b]`, the gradient flowing back into the table (and through its
+/// broadcast into the caller's parameter).
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::table_lookup;
+///
+/// let dev: Cpu = Default::default();
+/// let table: Tensor<Rank3<1, 3, 2>, f32, _> = dev.tensor([[[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]]);
+/// let ids: Tensor<Rank2<1, 2>, usize, _> = dev.tensor([[2, 0]]);
+/// assert_eq!(table_lookup(table, ids).unwrap().array(), [[[4.0, 5.0], [0.0, 1.0]]]);
+/// ```
+pub fn table_lookup<B, const V: usize, const F: usize, const S: usize, E, D, T>(
+    table: Tables<B, V, F, E, D, T>,
+    ids: TokenIds<B, S, D, T>,
+) -> Result<Sequence<B, S, F, E, D, T>, D::Err>
+where
+    B: dfdx::shapes::Dim,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    use dfdx::tensor::{PutTape, SplitTape};
+    use dfdx::tensor_ops::GatherTo;
+    let (ids, it) = ids.split_tape();
+    let (table, tt) = table.split_tape();
+    table.put_tape(tt.merge(it)).try_gather(ids)
+}
+
+/// `embed.attend(x)` for an `Embed` passed in as its table: `x @
+/// table[b].T` for each example.
+///
+/// ```
+/// use dfdx::prelude::*;
+/// use flaxen_runtime::compact::table_attend;
+///
+/// let dev: Cpu = Default::default();
+/// let table: Tensor<Rank3<1, 3, 2>, f32, _> = dev.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]);
+/// let x: Tensor<Rank3<1, 1, 2>, f32, _> = dev.tensor([[[2.0, 3.0]]]);
+/// assert_eq!(table_attend(x, table).unwrap().array(), [[[2.0, 3.0, 5.0]]]);
+/// ```
+pub fn table_attend<B, const V: usize, const F: usize, const S: usize, E, D, T>(
+    x: Sequence<B, S, F, E, D, T>,
+    table: Tables<B, V, F, E, D, T>,
+) -> Result<Sequence<B, S, V, E, D, T>, D::Err>
+where
+    B: dfdx::shapes::Dim,
+    E: Dtype,
+    D: dfdx::tensor_ops::Device<E>,
+    T: dfdx::tensor::Tape<E, D>,
+{
+    use dfdx::tensor_ops::{PermuteTo, TryMatMul};
+    x.try_matmul(table.try_permute::<_, dfdx::shapes::Axes3<0, 2, 1>>()?)
+}

@@ -626,10 +626,29 @@ impl Checker<'_> {
             .map(|(i, _)| self.shape(*i).to_vec())
             .collect();
         let ident = format_ident!("__{}_{}", self.outer, name.0);
+        // The caller's `Embed`s passed as parameters travel as their tables,
+        // inputs after the declared ones.
+        let mut params = params;
+        let mut tables = Vec::new();
+        let mut table_steps = Vec::new();
+        for a in &mut params {
+            let step = match a.val {
+                Val::Layer(id) => match self.lend(id, &a.tokens) {
+                    Some(step) => step,
+                    None => return Val::Poison,
+                },
+                Val::Table(step) => step,
+                _ => continue,
+            };
+            *a = a.with_val(Val::Table(tables.len()));
+            tables.push(self.shape(step).to_vec());
+            table_steps.push(step);
+        }
         let inst = Instance {
             name: ident.clone(),
             dims: dims.clone(),
             args: params,
+            tables,
         };
         let plan = match super::check_instance(&model, inst, self.sources, self.depth + 1) {
             Ok(p) => p,
@@ -664,7 +683,12 @@ impl Checker<'_> {
             .fold(0usize, |n, f| n.saturating_add(f.layer.params()));
         self.inlined.push(plan);
         self.nested_paths.push(path.clone());
-        let steps = applied.pos.iter().map(|(i, _)| *i).collect();
+        let steps = applied
+            .pos
+            .iter()
+            .map(|(i, _)| *i)
+            .chain(table_steps)
+            .collect();
         let call = self.add_field(
             name,
             Layer::Nested(Nested {

@@ -32,6 +32,7 @@ pub(super) fn check_methods(model: &Model, sources: &Sources, plan: &mut Plan) -
             name: model.name.clone(),
             dims: m.inputs.iter().map(|i| i.dims.clone()).collect(),
             args: Vec::new(),
+            tables: Vec::new(),
         };
         match check_body(model, inst, sources, 0, Some(k)) {
             Ok(mp) => {

@@ -158,6 +158,9 @@ pub struct Instance {
     pub dims: Vec<Vec<usize>>,
     /// Parameter values given by the caller (positional or by keyword).
     pub args: Vec<ArgVal>,
+    /// The shapes of the tables of the caller's `Embed`s passed as block
+    /// parameters ([`Val::Table`]): inputs after the declared ones.
+    pub tables: Vec<Vec<usize>>,
 }
 
 /// A variable.
@@ -207,6 +210,7 @@ pub fn check(model: &Model, sources: &Sources) -> syn::Result<Plan> {
         name: model.name.clone(),
         dims: model.inputs.iter().map(|i| i.dims.clone()).collect(),
         args: Vec::new(),
+        tables: Vec::new(),
     };
     let mut plan = check_instance(model, inst, sources, 0);
     if let Ok(p) = &mut plan {
@@ -242,11 +246,13 @@ fn check_body(
         cx: Ctxt::new(),
         steps: inputs
             .iter()
+            .map(|decl| decl.elem)
             .zip(&inst.dims)
-            .map(|(decl, dims)| Step {
+            .chain(inst.tables.iter().map(|t| (Elem::Float, t)))
+            .map(|(elem, dims)| Step {
                 kind: Kind::Input,
                 shape: dims.clone(),
-                elem: decl.elem,
+                elem,
                 more: Vec::new(),
             })
             .collect(),
@@ -270,7 +276,16 @@ fn check_body(
     if let Some(e) = &model.errors {
         c.cx.push(e.clone());
     }
-    c.bind_params(&inst.args);
+    // A table passed in is the input after the declared ones.
+    let args: Vec<ArgVal> = inst
+        .args
+        .iter()
+        .map(|a| match a.val {
+            Val::Table(k) => a.with_val(Val::Table(inputs.len() + k)),
+            _ => a.clone(),
+        })
+        .collect();
+    c.bind_params(&args);
     // `fn setup`'s bindings, then the inputs: every method sees both.
     if let Some(setup) = &model.setup {
         for s in &setup.stmts {
@@ -344,7 +359,7 @@ fn check_body(
         module: format_ident!("{}Module", inst.name),
         name: inst.name,
         steps: c.steps,
-        num_inputs: inputs.len(),
+        num_inputs: inputs.len() + inst.tables.len(),
         output,
         more_outputs,
         fields: c.fields,

@@ -127,6 +127,7 @@ impl Checker<'_> {
     ) -> Val {
         let id = match self.lookup(&ident.to_string()).map(|b| b.val.clone()) {
             Some(Val::Partial(p)) => return self.call_partial(ident, &p, args, inputs, tokens),
+            Some(Val::Table(step)) => return self.apply_table(ident, step, args, inputs, tokens),
             Some(Val::Layer(_)) if inputs.is_some() => {
                 self.cx.error_at(
                     tokens,
@@ -161,6 +162,24 @@ impl Checker<'_> {
         let pos: Vec<usize> = applied.pos.iter().map(|(i, _)| *i).collect();
         let shapes: Vec<Vec<usize>> = pos.iter().map(|i| self.shape(*i).to_vec()).collect();
         let steps = layers::arrange(kind, &pos, applied.mask.or(applied.lengths));
+        if let Some((field, first, _)) = self.bound[id].first.clone() {
+            // Lent to a nested model before its first application here: its
+            // output follows the token ids.
+            if first.is_empty() {
+                let mut out = shapes[0].clone();
+                if let Layer::Embed(e) = &self.fields[field].layer {
+                    out.push(e.features());
+                }
+                self.bound[id].first = Some((field, shapes, out.clone()));
+                return self.push(
+                    Kind::Field {
+                        field,
+                        inputs: steps,
+                    },
+                    out,
+                );
+            }
+        }
         if let Some((field, first, out)) = self.bound[id].first.clone() {
             if first != shapes {
                 let show = |s: &[Vec<usize>]| {
@@ -215,6 +234,12 @@ impl Checker<'_> {
     pub(super) fn attend(&mut self, ident: &syn::Ident, args: &[Arg], tokens: &TokenStream) -> Val {
         let vals = self.eval_args(args);
         let embed = match self.lookup(&ident.to_string()).map(|b| b.val.clone()) {
+            Some(Val::Table(step)) => {
+                return match self.attend_input(ident, &vals, tokens) {
+                    Some(x) => self.table_attend(ident, step, x, tokens),
+                    None => Val::Poison,
+                }
+            }
             Some(Val::Layer(id))
                 if matches!(self.bound[id].what, What::Layer(LayerKind::Embed)) =>
             {
@@ -237,43 +262,20 @@ impl Checker<'_> {
                 return Val::Poison;
             }
         };
-        let Some((field, _, table)) = embed else {
+        let Some((field, _, _)) = embed else {
             self.cx.error_at(tokens, format!("apply `{ident}` to token ids before `{ident}.attend(..)`: its table is made at its first application"));
             return Val::Poison;
         };
-        let x = match vals.as_slice() {
-            [a] if a.key.is_none() => match &a.val {
-                Val::Tensor(i) if self.elem(*i) == crate::ast::Elem::Float => *i,
-                Val::Poison => return Val::Poison,
-                other => {
-                    self.cx.error_at(
-                        a,
-                        format!("`.attend` takes float features, not {}", other.describe()),
-                    );
-                    return Val::Poison;
-                }
-            },
-            _ => {
-                self.cx.error_at(
-                    tokens,
-                    format!("`.attend` takes one input: `{ident}.attend(x)`"),
-                );
-                return Val::Poison;
-            }
+        let Some(x) = self.attend_input(ident, &vals, tokens) else {
+            return Val::Poison;
         };
-        let features = *table.last().unwrap_or(&0);
         let Layer::Embed(e) = &self.fields[field].layer else {
             return Val::Poison;
         };
-        let vocab = e.vocab();
-        let mut out = self.shape(x).to_vec();
-        if out.last() != Some(&features) {
-            self.cx.error_at(tokens, format!("`{ident}.attend(x)` multiplies by the [{vocab}, {features}] table, so `x`'s last axis must be {features}, but it has shape {}", crate::shape::show(&out)));
+        let (vocab, features) = (e.vocab(), e.features());
+        let Some(out) = self.attended(ident, x, (vocab, features), tokens) else {
             return Val::Poison;
-        }
-        if let Some(l) = out.last_mut() {
-            *l = vocab;
-        }
+        };
         let name = self.fields[field].name.clone();
         self.push(
             Kind::Op {
@@ -284,6 +286,56 @@ impl Checker<'_> {
         )
     }
 
+    /// The one float input of `.attend(x)`.
+    fn attend_input(
+        &mut self,
+        ident: &syn::Ident,
+        vals: &[ArgVal],
+        tokens: &TokenStream,
+    ) -> Option<usize> {
+        match vals {
+            [a] if a.key.is_none() => match &a.val {
+                Val::Tensor(i) if self.elem(*i) == crate::ast::Elem::Float => Some(*i),
+                Val::Poison => None,
+                other => {
+                    self.cx.error_at(
+                        a,
+                        format!("`.attend` takes float features, not {}", other.describe()),
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.cx.error_at(
+                    tokens,
+                    format!("`.attend` takes one input: `{ident}.attend(x)`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// The shape of `x @ table.T` for a `[vocab, features]` table.
+    fn attended(
+        &mut self,
+        ident: &syn::Ident,
+        x: usize,
+        (vocab, features): (usize, usize),
+        tokens: &TokenStream,
+    ) -> Option<Vec<usize>> {
+        let mut out = self.shape(x).to_vec();
+        if out.last() != Some(&features) {
+            self.cx.error_at(tokens, format!("`{ident}.attend(x)` multiplies by the [{vocab}, {features}] table, so `x`'s last axis must be {features}, but it has shape {}", crate::shape::show(&out)));
+            return None;
+        }
+        if let Some(l) = out.last_mut() {
+            *l = vocab;
+        }
+        Some(out)
+    }
+}
+
+impl Checker<'_> {
     /// A bound model applied: instantiated at its first application, the
     /// same field (and instance) at every later one, whose inputs must
     /// have the first's shapes.
@@ -365,5 +417,130 @@ impl Checker<'_> {
             .iter()
             .rposition(|s| matches!(s.kind, Kind::Field { field: f, .. } if f == field))?;
         Some((field, call))
+    }
+
+    /// An `Embed` bound here and passed to a nested model (wmt's
+    /// `Encoder(shared_embedding = self.shared_embedding)`): its field
+    /// (made now if it has not been applied yet: its table needs no input)
+    /// and a step holding its table, which the nested model takes as an
+    /// input. Flax keeps such a module's parameters with the model that
+    /// built it, as here.
+    pub(super) fn lend(&mut self, id: usize, tokens: &TokenStream) -> Option<usize> {
+        if !matches!(self.bound[id].what, What::Layer(LayerKind::Embed)) {
+            self.cx.error_at(tokens, "only an `Embed` can be passed to a nested model (Flax's shared embedding); pass another layer's settings, or a partial (`partial(Dense, use_bias = false)`), and build it there");
+            return None;
+        }
+        let field = match self.bound[id].first.clone() {
+            Some((field, ..)) => field,
+            None => {
+                let name = self.bound[id].name.clone()?;
+                let vals = self.bound[id].args.clone();
+                let kind = LayerKind::Embed;
+                let mut quiet = crate::ctxt::Ctxt::new();
+                let b = args::bind(kind.name(), layers::sig(kind), &vals, tokens, &mut quiet);
+                let _ = quiet.check();
+                let site = Site {
+                    shape: &[1],
+                    input: "its token ids".into(),
+                    call: tokens,
+                    extra: Vec::new(),
+                    mask: None,
+                };
+                let Some(Checked::Field(layer, _)) = layers::check(kind, &b, &site, &mut self.cx)
+                else {
+                    return None;
+                };
+                self.fields.push(super::Field {
+                    name: name.0,
+                    flax: name.1,
+                    layer,
+                });
+                let field = self.fields.len() - 1;
+                self.bound[id].first = Some((field, Vec::new(), Vec::new()));
+                field
+            }
+        };
+        let Layer::Embed(e) = &self.fields[field].layer else {
+            return None;
+        };
+        let table = vec![e.vocab(), e.features()];
+        let op = crate::ops::Op::Table(self.fields[field].name.clone());
+        match self.push(
+            Kind::Op {
+                op,
+                inputs: Vec::new(),
+            },
+            table,
+        ) {
+            Val::Tensor(step) => Some(step),
+            _ => None,
+        }
+    }
+
+    /// `embed(tokens)` for an `Embed` passed in: a lookup in its table.
+    fn apply_table(
+        &mut self,
+        ident: &syn::Ident,
+        table: usize,
+        args: &[Arg],
+        inputs: Option<&[Arg]>,
+        tokens: &TokenStream,
+    ) -> Val {
+        if inputs.is_some() {
+            self.cx.error_at(tokens, format!("`{ident}` is an `Embed` built already; apply it to token ids: `{ident}(tokens)`"));
+            return Val::Poison;
+        }
+        let spec = layers::inputs(LayerKind::Embed);
+        let Some(applied) = self.applied(&ident.to_string(), args, &spec, tokens) else {
+            return Val::Poison;
+        };
+        let ids = applied.pos[0].0;
+        let shape = self.shape(ids).to_vec();
+        if shape.len() != 1 {
+            self.cx.error_at(
+                tokens,
+                format!(
+                    "an `Embed` passed in looks up a [seq] row of token ids, not {}",
+                    crate::shape::show(&shape)
+                ),
+            );
+            return Val::Poison;
+        }
+        let features = self.shape(table)[1];
+        self.push(
+            Kind::Op {
+                op: crate::ops::Op::TableLookup,
+                inputs: vec![table, ids],
+            },
+            vec![shape[0], features],
+        )
+    }
+
+    /// `embed.attend(x)` for an `Embed` passed in.
+    fn table_attend(
+        &mut self,
+        ident: &syn::Ident,
+        table: usize,
+        x: usize,
+        tokens: &TokenStream,
+    ) -> Val {
+        let (vocab, features) = (self.shape(table)[0], self.shape(table)[1]);
+        let Some(out) = self.attended(ident, x, (vocab, features), tokens) else {
+            return Val::Poison;
+        };
+        if out.len() != 2 {
+            self.cx.error_at(
+                tokens,
+                format!("`.attend` of an `Embed` passed in takes [seq, {features}] features"),
+            );
+            return Val::Poison;
+        }
+        self.push(
+            Kind::Op {
+                op: crate::ops::Op::TableAttend,
+                inputs: vec![x, table],
+            },
+            out,
+        )
     }
 }

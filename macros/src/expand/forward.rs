@@ -91,7 +91,9 @@ pub fn forward(
         matches!(
             s.kind,
             Kind::Op {
-                op: crate::ops::Op::Arange { .. } | crate::ops::Op::Draw(_),
+                op: crate::ops::Op::Arange { .. }
+                    | crate::ops::Op::Draw(_)
+                    | crate::ops::Op::Table(_),
                 ..
             }
         )

@@ -61,6 +61,11 @@ impl Embed {
         self.vocab
     }
 
+    /// The table's columns.
+    pub fn features(&self) -> usize {
+        self.features
+    }
+
     pub fn ty(&self) -> TokenStream {
         let (l, v, f) = (paths::layers(), lit(self.vocab), lit(self.features));
         quote!(#l::Embed<#v, #f, E, D>)

@@ -8,6 +8,7 @@ mod attention;
 mod axes;
 pub mod broadcast;
 mod concat;
+mod lent;
 mod mask;
 mod pad;
 mod pool;
@@ -104,6 +105,13 @@ pub enum Op {
     Attend(syn::Ident),
     /// `random.normal(shape)` and the other draws: no input.
     Draw(random::Draw),
+    /// The table of this `Embed` field, broadcast over the batch, for a
+    /// nested model it is passed to: no input.
+    Table(syn::Ident),
+    /// `embed(ids)` of an `Embed` passed in: its table, then the ids.
+    TableLookup,
+    /// `embed.attend(x)` of an `Embed` passed in: `x`, then its table.
+    TableAttend,
 }
 
 /// Which family (one file of this module) an op belongs to: the one
@@ -392,6 +400,9 @@ impl Op {
             }
             Op::Arange { start } => (select::arange(*start, io.out), Vec::new()),
             Op::Draw(d) => (d.expand(io.out), Vec::new()),
+            Op::Table(field) => (lent::table(field, io.out), Vec::new()),
+            Op::TableLookup => (lent::lookup(&io.args), Vec::new()),
+            Op::TableAttend => (lent::attend(&io.args), Vec::new()),
             Op::Pad { widths, value } => {
                 let shape_in: Vec<usize> = io
                     .out
@@ -437,6 +448,9 @@ impl Op {
             | Op::Select { .. }
             | Op::Arange { .. }
             | Op::Draw(random::Draw::Normal | random::Draw::Uniform(..))
+            | Op::Table(_)
+            | Op::TableLookup
+            | Op::TableAttend
             | Op::Pad { .. }
             | Op::SliceAxis { .. }
             | Op::DotProductAttention { .. }
@@ -479,6 +493,9 @@ impl Op {
             Op::DotProductAttention { .. } => "dot_product_attention".into(),
             Op::Attend(_) => "attend".into(),
             Op::Draw(d) => d.word().into(),
+            Op::Table(_) => "table".into(),
+            Op::TableLookup => "embed".into(),
+            Op::TableAttend => "attend".into(),
         }
     }
 
@@ -512,6 +529,9 @@ impl Op {
             Op::DotProductAttention { .. } => "`dot_product_attention`".into(),
             Op::Attend(f) => format!("`{f}.attend`"),
             Op::Draw(d) => format!("`random.{}`", d.word()),
+            Op::Table(f) => format!("`{f}`'s table"),
+            Op::TableLookup => "an `Embed` passed in".into(),
+            Op::TableAttend => "`.attend` of an `Embed` passed in".into(),
         })
     }
 }
