@@ -138,7 +138,7 @@ impl EncoderDecoder1DBlock {
     }
 }
 
-/// wmt's `Encoder` (no shared embedding).
+/// wmt's `Encoder`: its own `Embed`, or the `shared_embedding` passed in.
 pub struct Encoder;
 
 #[compact]
@@ -151,8 +151,13 @@ impl Encoder {
         num_layers: Param<2>,
         max_len: Param<12>,
         dropout_rate: Param<0.1>,
+        shared_embedding: Param<None>,
     ) {
-        let x = Embed(vocab_size, emb_dim, embedding_init = normal(stddev = 1.0))(inputs);
+        let input_embed = match shared_embedding {
+            Some(e) => e,
+            None => Embed(vocab_size, emb_dim, embedding_init = normal(stddev = 1.0)),
+        };
+        let x = input_embed(inputs);
         // `AddPositionEmbs(posemb_init=None, name='posembed_input')`.
         let x = x + sinusoidal_positions(x, max_len = max_len);
         let mut x = Dropout(dropout_rate)(x);
@@ -163,7 +168,9 @@ impl Encoder {
     }
 }
 
-/// wmt's `Decoder` (without its decode cache; no shared embedding).
+/// wmt's `Decoder` (without its decode cache): its own `Embed` or the
+/// `shared_embedding` passed in; logits from `logitdense`, or through the
+/// embedding with `logits_via_embedding`.
 pub struct Decoder;
 
 #[compact]
@@ -178,13 +185,19 @@ impl Decoder {
         num_layers: Param<2>,
         max_len: Param<12>,
         dropout_rate: Param<0.1>,
+        shared_embedding: Param<None>,
+        logits_via_embedding: Param<false>,
     ) {
+        let output_embed = match shared_embedding {
+            Some(e) => e,
+            None => Embed(
+                output_vocab_size,
+                emb_dim,
+                embedding_init = normal(stddev = 1.0),
+            ),
+        };
         let y = shift_right(targets);
-        let y = Embed(
-            output_vocab_size,
-            emb_dim,
-            embedding_init = normal(stddev = 1.0),
-        )(y);
+        let y = output_embed(y);
         // `AddPositionEmbs(posemb_init=None, name='posembed_output')`.
         let y = y + sinusoidal_positions(y, max_len = max_len);
         let mut y = Dropout(dropout_rate)(y);
@@ -197,49 +210,88 @@ impl Decoder {
             );
         }
         let y = LayerNorm(name = "encoderdecoder_norm")(y);
-        Dense(
-            output_vocab_size,
-            kernel_init = xavier_uniform(),
-            bias_init = normal(stddev = 1e-6),
-            name = "logitdense",
-        )(y)
+        if logits_via_embedding {
+            // The embedding's transpose, normalised for the shared case.
+            output_embed.attend(y) / sqrt(y.shape[-1])
+        } else {
+            Dense(
+                output_vocab_size,
+                kernel_init = xavier_uniform(),
+                bias_init = normal(stddev = 1e-6),
+                name = "logitdense",
+            )(y)
+        }
     }
 }
 
 /// wmt's `Transformer` as the source writes it: `setup` builds the
-/// `encoder` and the `decoder`, `encode` and `decode` make their masks and
-/// apply them, and `__call__` is `decode(encode(inputs), inputs,
-/// targets)`.
-pub struct Transformer;
+/// `shared_embedding` (with `share_embeddings`), the `encoder` and the
+/// `decoder`, `encode` and `decode` make their masks and apply them, and
+/// `__call__` is `decode(encode(inputs), inputs, targets)`. Stamped twice,
+/// for the two configurations the fixtures hold (a model's configuration
+/// is its block parameters' defaults).
+macro_rules! transformer {
+    ($(#[$doc:meta])* $name:ident, share = $share:literal) => {
+        $(#[$doc])*
+        pub struct $name;
 
-#[compact]
-impl Transformer {
-    fn setup() {
-        let encoder = Encoder();
-        let decoder = Decoder();
-    }
+        #[compact]
+        impl $name {
+            fn setup() {
+                let shared_embedding = if share_embeddings {
+                    Embed(vocab_size, emb_dim, embedding_init = normal(stddev = 1.0))
+                } else {
+                    None
+                };
+                let encoder = Encoder(shared_embedding = shared_embedding);
+                let decoder = Decoder(
+                    shared_embedding = shared_embedding,
+                    logits_via_embedding = logits_via_embedding,
+                );
+            }
 
-    /// Applies the encoder to the source tokens.
-    fn encode(inputs: Tokens<9>) {
-        let encoder_mask = make_attention_mask(inputs, inputs);
-        self.encoder(inputs, encoder_mask)
-    }
+            /// Applies the encoder to the source tokens.
+            fn encode(inputs: Tokens<9>) {
+                let encoder_mask = make_attention_mask(inputs, inputs);
+                self.encoder(inputs, encoder_mask)
+            }
 
-    /// Applies the decoder to the encoded source and the targets.
-    fn decode(encoded: Input<9, 16>, inputs: Tokens<9>, targets: Tokens<8>) {
-        let decoder_mask = combine_masks(
-            make_attention_mask(targets, targets),
-            make_causal_mask(targets),
-        );
-        let encoder_decoder_mask = make_attention_mask(targets, inputs);
-        self.decoder(encoded, targets, decoder_mask, encoder_decoder_mask)
-    }
+            /// Applies the decoder to the encoded source and the targets.
+            fn decode(encoded: Input<9, 16>, inputs: Tokens<9>, targets: Tokens<8>) {
+                let decoder_mask = combine_masks(
+                    make_attention_mask(targets, targets),
+                    make_causal_mask(targets),
+                );
+                let encoder_decoder_mask = make_attention_mask(targets, inputs);
+                self.decoder(encoded, targets, decoder_mask, encoder_decoder_mask)
+            }
 
-    fn forward(inputs: Tokens<9>, targets: Tokens<8>) {
-        let encoded = self.encode(inputs);
-        self.decode(encoded, inputs, targets)
-    }
+            fn forward(
+                inputs: Tokens<9>,
+                targets: Tokens<8>,
+                vocab_size: Param<23>,
+                emb_dim: Param<16>,
+                share_embeddings: Param<$share>,
+                logits_via_embedding: Param<$share>,
+            ) {
+                let encoded = self.encode(inputs);
+                self.decode(encoded, inputs, targets)
+            }
+        }
+    };
 }
+
+transformer!(
+    /// `share_embeddings=False, logits_via_embedding=False`.
+    Transformer,
+    share = false
+);
+transformer!(
+    /// `share_embeddings=True, logits_via_embedding=True` (wmt's
+    /// `configs/default.py`).
+    SharedTransformer,
+    share = true
+);
 
 #[derive(serde::Deserialize)]
 struct Task {

@@ -1,6 +1,8 @@
 """Flax linen parameter paths to flaxen checkpoint keys and layouts, shared
 by the fixture generators (`make_flax_compact_v2.py`,
-`make_flax_attention.py`).
+`make_flax_attention.py`); arrays to and from a fixture's `{"shape",
+"data"}` form (`arr`, `from_arr`); a Flax tree's leaves by their "/" paths
+as `to_bytes` saves them (`leaves`, `by_path`).
 
 Modules are snake-cased (`SelfAttention_0` -> `self_attention_0`); Conv
 kernels HWIO -> OIHW `weight`; Dense kernels transposed to dfdx's `(out,
@@ -8,6 +10,9 @@ in)` `weight`; BatchNorm `mean`/`var` -> `running_mean`/`running_var`;
 LayerNorm `scale`/`bias` -> dfdx's `gamma`/`beta`; attention `query`, `key`,
 `value` kernels `(F, H, D)` -> `(H*D, F)`, `out` kernels `(H, D, O)` ->
 `(O, H*D)`; Embed's `embedding` keeps its name and layout.
+
+flax is imported inside `leaves`, so that importing this module imports no
+jax (a float64 pass must set JAX_ENABLE_X64 first; fixture_out.py).
 """
 
 import re
@@ -16,8 +21,31 @@ import numpy as np
 
 
 def arr(a):
+    """{"shape": [...], "data": [flat row-major floats]} of an array."""
     a = np.asarray(a, dtype=np.float64)
     return {"shape": list(a.shape), "data": [float(v) for v in a.reshape(-1)]}
+
+
+def from_arr(a):
+    """The float64 numpy array of an `arr` dict."""
+    return np.asarray(a["data"], np.float64).reshape(a["shape"])
+
+
+def leaves(tree):
+    """{"/" path: leaf} of a Flax tree as `flax.serialization.to_bytes`
+    saves it: through its state dict, so a boxed leaf
+    (`nn.with_logical_partitioning`) has a path ending in "value"."""
+    from flax.serialization import to_state_dict
+    from flax.traverse_util import flatten_dict
+
+    return flatten_dict(to_state_dict(tree), sep="/")
+
+
+def by_path(tree, collection):
+    """{"<collection>/<path>": arr} of a tree of that collection (a
+    gradient tree: "params/Dense_0/kernel"), in sorted path order, paths as
+    `leaves` gives them."""
+    return {f"{collection}/{k}": arr(v) for k, v in sorted(leaves(tree).items())}
 
 
 def snake(name):

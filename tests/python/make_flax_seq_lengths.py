@@ -10,10 +10,9 @@ gradients in float32 and float64.
 writes tests/fixtures/flax_seq_lengths.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, numpy 2.4.6, msgpack 1.2.4 made the committed files
-(Python 3.11; requirements.txt). The script runs itself a second time with
-`--f64-reference` (as make_flax_shared.py does): that process sets
-`JAX_ENABLE_X64` before jax is imported, since `jax_enable_x64` is
-process-wide.
+(Python 3.11; requirements.txt). The float64 results come from a second
+run of the script in a process of its own (`fixture_out.main_f64`), since
+`jax_enable_x64` is process-wide.
 
 The model, `Classifier` (tokens [4, 7] int32, lengths [4] int32):
 
@@ -74,11 +73,10 @@ What Flax does with it (flax/linen/recurrent.py: `RNN.__call__`,
   the embedding's row 0 (the padding id) gets a gradient through the
   tagger only.
 
-Parameters are initialised from `PRNGKey(81)`, then perturbed `p + 0.1 *
-N(0, 1)` from `np.random.default_rng(20261281)`, leaf by leaf in the
-sorted order of the flattened paths, after "tokens", "w_logits" and
-"w_ys" are drawn from that generator (so zero biases hide nothing).
-Everything saved is float32.
+Parameters are initialised from `PRNGKey(81)`, then perturbed by
+`fixture_out.perturb` (`p + 0.1 * N(0, 1)`, so zero biases hide nothing)
+from `np.random.default_rng(20261281)`, after "tokens", "w_logits" and
+"w_ys" are drawn from that generator. Everything saved is float32.
 
 In flax_seq_lengths.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -128,28 +126,20 @@ CPU (an AMD EPYC machine) Flax's float32 run was within 4.1e-8 of
 leaf's largest gradient). The script prints these figures as it runs.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
 from typing import Any
+
+from fixture_out import enable_x64_in_f64_pass, grad_gaps, main_f64, normal, perturb, save, tree_gap
 
 # The float64 reference pass (see `seq_lengths_f64`) runs in a process of
 # its own: `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
+enable_x64_in_f64_pass()
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-from flax.traverse_util import flatten_dict, unflatten_dict
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-from fixture_out import FIXTURES
-from flax_keys import arr
+from flax_keys import arr, by_path, from_arr  # noqa: E402
 
 NAME = "flax_seq_lengths"
 VOCAB, FEATURES, LSTM, GRU, CLASSES = 30, 8, 6, 5, 3
@@ -178,58 +168,6 @@ class Classifier(nn.Module):
         )(x, seq_lengths=lengths)  # cell GRUCell_0; [B, 7, 5]
         logits = nn.Dense(CLASSES)(jnp.concatenate([h_f, h_b], axis=-1))  # Dense_0
         return logits, ys
-
-
-# Fixture helpers (as in make_flax_shared.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(variables["params"])
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    return {"params": unflatten_dict(new)}
-
-
-def by_path(tree, collection):
-    """{"collection/.../leaf": arr} of a tree of that collection."""
-    return {f"{collection}/{k}": arr(v) for k, v in sorted(flatten_dict(tree, sep="/").items())}
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 # The fixture.
@@ -335,25 +273,16 @@ def plain_forward(xp, params, tokens, lengths):
     return xp.stack(logits), xp.stack(ys)
 
 
-def seq_lengths_f64(out):
-    """Adds to flax_seq_lengths.json the same outputs and gradients in
-    float64, on the float32 checkpoint's values widened: "logits_f64",
-    "ys_f64", "loss_f64", "grads_f64", and "no_lengths_logits_f64"."""
+def seq_lengths_f64(fields, variables):
+    """Adds to flax_seq_lengths.json's fields the same outputs and
+    gradients in float64, on the float32 checkpoint's values widened
+    (`variables`): "logits_f64", "ys_f64", "loss_f64", "grads_f64", and
+    "no_lengths_logits_f64"."""
     model = Classifier(cell_dtype=jnp.float64)
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    tokens = array(fields["tokens"]).astype(np.int32)
-    lengths = array(fields["lengths"]).reshape(-1).astype(np.int32)
+    tokens = from_arr(fields["tokens"]).astype(np.int32)
+    lengths = from_arr(fields["lengths"]).reshape(-1).astype(np.int32)
     assert lengths.tolist() == LENGTHS
-    w_logits, w_ys = array(fields["w_logits"]), array(fields["w_ys"])
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
+    w_logits, w_ys = from_arr(fields["w_logits"]), from_arr(fields["w_ys"])
     xs, ls = jnp.asarray(tokens), jnp.asarray(lengths)
 
     def loss_fn(params):
@@ -390,11 +319,7 @@ def seq_lengths_f64(out):
         lg, y = plain_forward(jnp, params, tokens, lengths.tolist())
         return jnp.sum(lg * w_logits) + jnp.sum(y * w_ys)
 
-    plain_grads = flatten_dict(jax.grad(plain_loss)(variables["params"]), sep="/")
-    plain_gap = max(
-        float(np.max(np.abs(np.asarray(plain_grads[k]) - np.asarray(v))))
-        for k, v in flatten_dict(grads, sep="/").items()
-    )
+    plain_gap = tree_gap(jax.grad(plain_loss)(variables["params"]), grads)
     assert plain_gap < 1e-12, plain_gap
 
     # The padding is ignored by the logits and by ys at valid positions,
@@ -419,33 +344,14 @@ def seq_lengths_f64(out):
           f"unchanged exactly, padded ys changed; embedding row 0 (padding): gradient through "
           f"the logits exactly 0, largest |grads_f64| {np.max(np.abs(g_pad)):.2e}")
 
-    gap, rel = 0.0, 0.0
-    for k, v in fields["grads_f64"].items():
-        g64 = array(v)
-        d = float(np.max(np.abs(array(fields["grads"][k]) - g64)))
-        gap = max(gap, d)
-        rel = max(rel, d / max(float(np.max(np.abs(g64))), 1e-30))
-        print(f"  {k}: max |grad - grad_f64| {d:.2e} (largest |grad_f64| {np.max(np.abs(g64)):.2e})")
+    gap, rel = grad_gaps(fields, each=True)
     print(f"{NAME} float64: max |logits - logits_f64| "
-          f"{np.max(np.abs(array(fields['logits']) - np.asarray(logits))):.2e} "
+          f"{np.max(np.abs(from_arr(fields['logits']) - np.asarray(logits))):.2e} "
           f"(largest |logits_f64| {np.max(np.abs(np.asarray(logits))):.2e}), max |ys - ys_f64| "
-          f"{np.max(np.abs(array(fields['ys']) - np.asarray(ys))):.2e}, "
+          f"{np.max(np.abs(from_arr(fields['ys']) - np.asarray(ys))):.2e}, "
           f"|loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e} (loss {fields['loss']:.6f}, "
           f"loss_f64 {float(loss):.6f}), max |grads - grads_f64| {gap:.2e} ({rel:.2e} of a leaf's largest)")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        seq_lengths_f64(out)
-        return
-    seq_lengths(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, seq_lengths, NAME, seq_lengths_f64)

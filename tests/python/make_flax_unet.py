@@ -10,10 +10,9 @@ returns it, with its output and gradients in float32 and float64.
 writes tests/fixtures/flax_port_unet.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, numpy 2.4.6, msgpack 1.2.4 made the committed files
-(Python 3.11; requirements.txt). The script runs itself a second time with
-`--f64-reference` (as make_flax_ports.py does): that process sets
-`JAX_ENABLE_X64` before jax is imported, since `jax_enable_x64` is
-process-wide.
+(Python 3.11; requirements.txt). The float64 results come from a second
+run of the script in a process of its own (`fixture_out.main_f64`), since
+`jax_enable_x64` is process-wide.
 
 The model is written here, not copied from a repository, the way a user of
 Flax writes a DDPM U-Net (NHWC):
@@ -113,10 +112,10 @@ collection: "params" is the only one. The script prints the paths as it
 saves.
 
 The checkpoint: the model initialised by Flax from `PRNGKey(61)`, then
-every parameter perturbed from `np.random.default_rng(20261261)`, `p + 0.1
-* N(0, 1)`, leaf by leaf in the sorted order of the flattened paths, after
-"x", "t" and "w" are drawn from that generator (so zero biases and unit
-GroupNorm scales hide nothing). Everything saved is float32.
+every parameter perturbed by `fixture_out.perturb` (`p + 0.1 * N(0, 1)`,
+so zero biases and unit GroupNorm scales hide nothing) from
+`np.random.default_rng(20261261)`, after "x", "t" and "w" are drawn from
+that generator. Everything saved is float32.
 
 In flax_port_unet.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -159,29 +158,21 @@ softmax drops), so "grads" holds float32 rounding there (2e-7) and
 "grads_f64" 4e-16.
 """
 
-import json
 import math
-import os
-import pathlib
-import subprocess
-import sys
+
+from fixture_out import enable_x64_in_f64_pass, grad_gaps, main_f64, normal, perturb, save, tree_gap
 
 # The float64 reference pass (see `unet_f64`) runs in a process of its
 # own: `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
+enable_x64_in_f64_pass()
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-from flax.traverse_util import flatten_dict, unflatten_dict
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-from flax_keys import arr
+from flax_keys import arr, by_path, from_arr  # noqa: E402
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 NAME = "flax_port_unet"
 BATCH, CHANNELS, SIZE = 2, 3, 8
 NUM_PARAMS = 38995
@@ -265,11 +256,7 @@ def make_model():
     return UNet(ch=8, ch_mult=(1, 2))
 
 
-# Fixture helpers (as in make_flax_bit.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
+# Layouts: flaxen's NCHW, Flax's NHWC.
 
 
 def nhwc(x):
@@ -278,52 +265,6 @@ def nhwc(x):
 
 def nchw(y):
     return jnp.transpose(y, (0, 3, 1, 2))
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(variables["params"])
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    return {"params": unflatten_dict(new)}
-
-
-def by_path(tree, collection):
-    """{"collection/.../leaf": arr} of a tree of that collection."""
-    return {f"{collection}/{k}": arr(v) for k, v in sorted(flatten_dict(tree, sep="/").items())}
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    assert num_params == NUM_PARAMS, num_params
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 def print_blocks(model, x, t):
@@ -372,7 +313,7 @@ def unet(out):
         "w": arr(w),
         "loss": float(loss),
         "grads": by_path(grads, "params"),
-    })
+    }, NUM_PARAMS)
 
 
 def plain_forward(xp, params, x, t):
@@ -455,22 +396,12 @@ def plain_forward(xp, params, x, t):
     return conv(swish(group_norm(h, p["GroupNorm_0"])), p["Conv_1"])
 
 
-def unet_f64(out):
-    """Adds to flax_port_unet.json the same forward and gradient in float64,
-    on the float32 checkpoint's values widened: "out_f64", "loss_f64",
-    "grads_f64"."""
+def unet_f64(fields, variables):
+    """Adds to flax_port_unet.json's fields the same forward and gradient
+    in float64, on the float32 checkpoint's values widened (`variables`):
+    "out_f64", "loss_f64", "grads_f64"."""
     model = make_model()
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    x, t, w = array(fields["x"]), array(fields["t"]), array(fields["w"])
+    x, t, w = from_arr(fields["x"]), from_arr(fields["t"]), from_arr(fields["w"])
     (loss, y), grads = loss_and_grads(model, variables["params"], x, t, w)
     assert y.dtype == jnp.float64
     assert all(v.dtype == jnp.float64 for v in jax.tree_util.tree_leaves(grads))
@@ -491,41 +422,18 @@ def unet_f64(out):
         yp = plain_forward(jnp, params, jnp.asarray(x_nhwc), jnp.asarray(t[:, 0]))
         return jnp.sum(jnp.transpose(yp, (0, 3, 1, 2)) * w)
 
-    plain_grads = flatten_dict(jax.jit(jax.grad(plain_loss))(variables["params"]), sep="/")
-    plain_gap = max(
-        float(np.max(np.abs(np.asarray(plain_grads[k]) - np.asarray(v))))
-        for k, v in flatten_dict(grads, sep="/").items()
-    )
+    plain_gap = tree_gap(jax.jit(jax.grad(plain_loss))(variables["params"]), grads)
     assert plain_gap < 1e-12, plain_gap
     print(f"{NAME} float64: numpy forward within {forward_gap:.2e} of out_f64; jax.numpy "
           f"gradients within {plain_gap:.2e} of grads_f64")
 
-    out32 = array(fields["out"])
-    gap, rel = 0.0, 0.0
-    for k, v in fields["grads_f64"].items():
-        g64 = array(v)
-        d = float(np.max(np.abs(array(fields["grads"][k]) - g64)))
-        gap = max(gap, d)
-        rel = max(rel, d / max(float(np.max(np.abs(g64))), 1.0))
-        print(f"  {k}: max |grad - grad_f64| {d:.2e} (largest |grad_f64| {np.max(np.abs(g64)):.2e})")
+    out32 = from_arr(fields["out"])
+    gap, rel = grad_gaps(fields, floor=1.0, each=True)
     print(f"{NAME} float64: max |out - out_f64| {np.max(np.abs(out32 - np.asarray(y))):.2e} "
           f"(largest |out_f64| {np.max(np.abs(np.asarray(y))):.2e}), "
           f"|loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e} (loss_f64 {float(loss):.6f}), "
           f"max |grads - grads_f64| {gap:.2e} ({rel:.2e} of max(a leaf's largest, 1))")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        unet_f64(out)
-        return
-    unet(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, unet, NAME, unet_f64)

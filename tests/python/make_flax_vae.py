@@ -11,11 +11,10 @@ training curve on a small binary data set.
 writes tests/fixtures/flax_port_vae.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, optax 0.2.8, numpy 2.4.6, msgpack 1.2.4 made the
-committed files (Python 3.11; requirements.txt). The script runs itself a
-second time with `--f64-reference` (as make_flax_ports.py does): that
-process sets `JAX_ENABLE_X64` before jax is imported, since
-`jax_enable_x64` is process-wide. Two runs into fresh directories gave
-byte-identical files.
+committed files (Python 3.11; requirements.txt). The float64 results come
+from a second run of the script in a process of its own
+(`fixture_out.main_f64`), since `jax_enable_x64` is process-wide. Two runs
+into fresh directories gave byte-identical files.
 
 The model is retyped here from two files of google/flax:
 
@@ -88,10 +87,10 @@ collection. The script prints the paths as it saves.
 
 The checkpoint: the model initialised by Flax from `rng, key =
 random.split(PRNGKey(71))`, `init(key, x, rng)`, then every parameter
-perturbed from `np.random.default_rng(20261271)`, `p + 0.1 * N(0, 1)`,
-leaf by leaf in the sorted order of the flattened paths, after "x", "z",
-"eps" and "train_x" are drawn from that generator, in that order (so the
-zero biases hide nothing). Everything saved is float32.
+perturbed by `fixture_out.perturb` (`p + 0.1 * N(0, 1)`, so the zero
+biases hide nothing) from `np.random.default_rng(20261271)`, after "x",
+"z", "eps" and "train_x" are drawn from that generator, in that order.
+Everything saved is float32.
 
 In flax_port_vae.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -183,31 +182,23 @@ and NaN for a label of exactly 1 (0 * -inf), with NaN gradients. Here
 agrees.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
+from fixture_out import enable_x64_in_f64_pass, main_f64, normal, perturb, save, tree_gap
 
 # The float64 reference pass (see `vae_f64`) runs in a process of its own:
 # `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
+enable_x64_in_f64_pass()
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from flax.training import train_state
-from flax.traverse_util import flatten_dict, unflatten_dict
-from jax import random
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax.training import train_state  # noqa: E402
+from flax.traverse_util import flatten_dict  # noqa: E402
+from jax import random  # noqa: E402
 
-from flax_keys import arr
+from flax_keys import arr, from_arr  # noqa: E402
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 NAME = "flax_port_vae"
 BATCH, PIXELS, LATENTS = 3, 784, 20
 NUM_PARAMS = 815824
@@ -321,22 +312,7 @@ def make_model():
     return model(LATENTS)
 
 
-# Fixture helpers (as in make_flax_unet.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(variables["params"])
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    return {"params": unflatten_dict(new)}
+# The sampled gradients.
 
 
 def grad_indices(params, rng):
@@ -362,36 +338,6 @@ def sampled(grads, indices):
         key: {"index": idx, "value": [float(v) for v in np.asarray(flat[key[len("params/"):]]).reshape(-1)[idx]]}
         for key, idx in sorted(indices.items())
     }
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    assert num_params == NUM_PARAMS, num_params
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 # The fixture.
@@ -512,7 +458,7 @@ def vae(out):
         "loss": float(loss),
         "grads": sampled(grads, indices),
         **train_curves(model_, train_x),
-    })
+    }, NUM_PARAMS)
 
 
 def plain_forward(xp, params, x, z, eps):
@@ -538,22 +484,13 @@ def plain_forward(xp, params, x, z, eps):
     return xp.mean(bce) + xp.mean(kld), recon, mean, logvar, generate
 
 
-def vae_f64(out):
-    """Adds to flax_port_vae.json the same outputs and gradients in float64,
-    on the float32 checkpoint's values widened: "mean_f64", "logvar_f64",
-    "recon_f64", "generate_f64", "loss_f64", "grads_f64"."""
+def vae_f64(fields, variables):
+    """Adds to flax_port_vae.json's fields the same outputs and gradients
+    in float64, on the float32 checkpoint's values widened (`variables`):
+    "mean_f64", "logvar_f64", "recon_f64", "generate_f64", "loss_f64",
+    "grads_f64"."""
     model_ = make_model()
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    x, z, eps = array(fields["x"]), array(fields["z"]), array(fields["eps"])
+    x, z, eps = from_arr(fields["x"]), from_arr(fields["z"]), from_arr(fields["eps"])
     (loss, (recon, mean, logvar, generate)), grads = outputs(model_, variables["params"], x, z, eps)
     assert recon.dtype == jnp.float64
     assert all(v.dtype == jnp.float64 for v in jax.tree_util.tree_leaves(grads))
@@ -574,19 +511,14 @@ def vae_f64(out):
         for r, y in zip(ref, (loss, recon, mean, logvar, generate))
     )
     assert forward_gap < 1e-10, forward_gap
-    plain_grads = flatten_dict(
-        jax.jit(jax.grad(lambda p: plain_forward(jnp, p, x, z, eps)[0]))(variables["params"]), sep="/"
-    )
-    plain_gap = max(
-        float(np.max(np.abs(np.asarray(plain_grads[k]) - np.asarray(v))))
-        for k, v in flatten_dict(grads, sep="/").items()
-    )
+    plain_grads = jax.jit(jax.grad(lambda p: plain_forward(jnp, p, x, z, eps)[0]))(variables["params"])
+    plain_gap = tree_gap(plain_grads, grads)
     assert plain_gap < 1e-10, plain_gap
     print(f"{NAME} float64: numpy forward and loss within {forward_gap:.2e} of Flax's; jax.numpy "
           f"gradients within {plain_gap:.2e} of grads_f64")
 
     for k, v in ys.items():
-        a = array(fields[k])
+        a = from_arr(fields[k])
         print(f"  {k}: max |f32 - f64| {np.max(np.abs(a - np.asarray(v))):.2e} "
               f"(largest |{k}_f64| {np.max(np.abs(np.asarray(v))):.3f})")
     gap, rel = 0.0, 0.0
@@ -600,20 +532,7 @@ def vae_f64(out):
     print(f"{NAME} float64: |loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e} "
           f"(loss {fields['loss']:.6f}, loss_f64 {float(loss):.6f}), "
           f"max |grads - grads_f64| {gap:.2e} ({rel:.2e} of max(a leaf's largest, 1))")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        vae_f64(out)
-        return
-    vae(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, vae, NAME, vae_f64)

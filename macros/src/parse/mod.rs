@@ -187,23 +187,29 @@ fn is_method(sig: &syn::Signature) -> bool {
 }
 
 /// `let encoder = Encoder(..);` in `fn setup` names the model `encoder`,
-/// as Flax names `self.encoder = Encoder(..)`: an explicit `name = ".."`
-/// wins.
+/// as Flax names `self.encoder = Encoder(..)`, also when a branch builds it
+/// (`let e = if share { Embed(..) } else { None };`): an explicit `name =
+/// ".."` wins.
 fn setup_names(mut body: Block) -> Block {
-    use crate::ast::{Arg, Callee, Expr, Lit, Stmt};
+    use crate::ast::Stmt;
     for s in &mut body.stmts {
-        if let Stmt::Let {
-            var,
-            value:
-                Expr::Call {
-                    callee,
-                    args,
-                    inputs: None,
-                    ..
-                },
+        if let Stmt::Let { var, value, .. } = s {
+            name_built(value, var);
+        }
+    }
+    body
+}
+
+/// Names the layer or model `value` builds (in any branch) after `var`.
+fn name_built(value: &mut crate::ast::Expr, var: &syn::Ident) {
+    use crate::ast::{Arg, Callee, Expr, Lit};
+    match value {
+        Expr::Call {
+            callee,
+            args,
+            inputs: None,
             ..
-        } = s
-        {
+        } => {
             let named = matches!(callee, Callee::Nested(_))
                 || matches!(callee, Callee::Layer(k) if *k != crate::symbol::LayerKind::Dropout);
             if named
@@ -220,8 +226,22 @@ fn setup_names(mut body: Block) -> Block {
                 });
             }
         }
+        Expr::If { then, els, .. } => {
+            if let Some(v) = then.value.as_deref_mut() {
+                name_built(v, var);
+            }
+            if let Some(e) = els.as_deref_mut() {
+                name_built(e, var);
+            }
+        }
+        Expr::Block(b, _) => {
+            if let Some(v) = b.value.as_deref_mut() {
+                name_built(v, var);
+            }
+        }
+        Expr::Match { arms, .. } => arms.iter_mut().for_each(|a| name_built(&mut a.body, var)),
+        _ => {}
     }
-    body
 }
 
 fn find_dollar(ts: &TokenStream) -> Option<Span> {
