@@ -312,9 +312,6 @@ struct Extra {
     train: Task,
 }
 
-const BYTES: &[u8] = include_bytes!("fixtures/flax_port_wmt.msgpack");
-const JSON: &str = include_str!("fixtures/flax_port_wmt.json");
-
 fn ids(a: &Arr) -> Vec<usize> {
     a.data.iter().map(|v| *v as usize).collect()
 }
@@ -322,133 +319,158 @@ fn ids(a: &Arr) -> Vec<usize> {
 type Src = Tensor<Rank2<4, 9>, usize, Cpu>;
 type Tgt = Tensor<Rank2<4, 8>, usize, Cpu>;
 
-#[test]
-fn wmt_transformer_loads_and_matches_flax() {
-    let f = fixture(JSON);
-    let extra: Extra = serde_json::from_str(JSON).unwrap();
-    let dev = Cpu::default();
-    let mut model = dev.build_module::<Transformer, f32>();
-    load_as_flax_wrote_it(&mut model, BYTES, &f);
+/// The port's checks, for one configuration and its fixture: `$embed` is
+/// the path of the source's embedding table in the built model.
+macro_rules! port_tests {
+    ($module:ident, $model:ident, $file:literal, $($embed:ident).+) => {
+        mod $module {
+            use super::*;
 
-    let (s, t): (Src, Tgt) = (
-        dev.tensor(ids(&extra.inputs)),
-        dev.tensor(ids(&extra.targets)),
-    );
-    let out = model.forward((s.clone(), t.clone()));
-    assert_rel(
-        "logits",
-        &out.as_vec(),
-        &f.out.as_ref().unwrap().data,
-        1e-5,
-        1.0,
-    );
-    let w: Tensor<Rank3<4, 8, 23>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
-    let loss = (out * w.clone()).sum::<Rank0, _>().array();
-    assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
-    // Dropout off (Flax's `deterministic=True`): `forward` with a tape.
-    let y = model.forward((s.clone().traced(model.alloc_grads()), t.clone()));
-    let grads = (y * w.clone()).sum().backward();
-    let got = flax_grads(&model, &grads);
-    assert_grads(&got, &f.grads_f64, 1e-4);
-    // A training step with dropout on (`forward_mut`), backward, Adam: the
-    // encoder moves too.
-    let before = model.encoder.embed_0.embedding.as_vec();
-    let mut state = TrainState::create(model, adam(1e-2)).unwrap();
-    let (loss, grads) = state
-        .value_and_grad(|m, tape| {
-            (m.forward_mut((s.clone().put_tape(tape), t.clone())) * w.clone()).sum()
-        })
-        .unwrap();
-    assert!(loss.array().is_finite());
-    state.apply_gradients(grads).unwrap();
-    assert_ne!(state.params.encoder.embed_0.embedding.as_vec(), before);
-}
+            const BYTES: &[u8] = include_bytes!(concat!("fixtures/", $file, ".msgpack"));
+            const JSON: &str = include_str!(concat!("fixtures/", $file, ".json"));
 
-#[test]
-fn wmt_transformer_in_f64_matches_flax_in_f64() {
-    let f = fixture(JSON);
-    let extra: Extra = serde_json::from_str(JSON).unwrap();
-    let dev = Cpu::default();
-    let mut model = dev.build_module::<Transformer, f64>();
-    flax::load(&mut model, BYTES).unwrap();
-    let s: Tensor<Rank2<4, 9>, usize, Cpu> = dev.tensor(ids(&extra.inputs));
-    let t: Tensor<Rank2<4, 8>, usize, Cpu> = dev.tensor(ids(&extra.targets));
-    let w: Tensor<Rank3<4, 8, 23>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
-    let out = model.forward((s.clone(), t.clone()));
-    assert_rel("logits", &out.as_vec(), &extra.out_f64.data, 1e-9, 1.0);
-    // `encode` then `decode`, called from Rust as Flax's
-    // `model.apply(.., method=Transformer.encode)` and `..decode`, give
-    // `__call__`'s logits exactly.
-    let encoded: Tensor<Rank3<4, 9, 16>, f64, Cpu> = model.encode(s.clone());
-    let logits = model.decode((encoded, s.clone(), t.clone()));
-    assert_eq!(logits.as_vec(), out.as_vec());
-    let grads = (model.forward((s.traced(model.alloc_grads()), t)) * w)
-        .sum()
-        .backward();
-    let got = flax_grads(&model, &grads);
-    assert_grads(&got, &f.grads_f64, 1e-9);
-}
 
-/// A copy task (32 sources of 4 to 9 tokens; the target is the source's
-/// first 8 tokens; the decoder reads `shift_right(targets)`; the mean
-/// cross-entropy over the non-padding targets; Adam 3e-3, full batch,
-/// dropout off as in the generator), against Flax's curve over 5
-/// initialisation seeds (mean 3.509 at step 0, 2.757 at 10, 2.371 at 20,
-/// 1.490 at 40; std 0.07–0.17): flaxen's runs stay within 4 Flax standard
-/// deviations of Flax's mean at every tenth step and lose at least a third
-/// of their loss. Measured when written (seeds 0 and 1; steps 0, 10, ..,
-/// 40): 3.5278 / 3.4908, 2.7159 / 2.6566, 2.2821 / 2.1722, 1.8513 /
-/// 1.6981, 1.4021 / 1.2606.
-#[test]
-fn trains_like_flax() {
-    let extra: Extra = serde_json::from_str(JSON).unwrap();
-    let task = extra.train;
-    let (src, tgt) = (ids(&task.train_inputs), ids(&task.train_targets));
-    let n = tgt.iter().filter(|t| **t > 0).count() as f32;
-    let onehot: Vec<f32> = tgt
-        .iter()
-        .flat_map(|&t| (0..23).map(move |c| if t > 0 && c == t { 1.0 / n } else { 0.0 }))
-        .collect();
-    for seed in 0..2u64 {
-        let dev = Cpu::seed_from_u64(seed);
-        let model = dev.build_module::<Transformer, f32>();
-        let mut state = TrainState::create(model, adam(task.learning_rate)).unwrap();
-        let s: Tensor<Rank2<32, 9>, usize, Cpu> = dev.tensor(src.clone());
-        let t: Tensor<Rank2<32, 8>, usize, Cpu> = dev.tensor(tgt.clone());
-        let y: Tensor<Rank3<32, 8, 23>, f32, Cpu> = dev.tensor(onehot.clone());
-        let mut losses = Vec::new();
-        for _ in 0..task.steps {
-            let (loss, grads) = state
-                .value_and_grad(|model, tape| {
-                    let logits = model.forward((s.clone().put_tape(tape), t.clone()));
-                    (logits.log_softmax::<Axis<2>>() * y.clone()).sum().negate()
-                })
-                .unwrap();
-            losses.push(f64::from(loss.array()));
-            state.apply_gradients(grads).unwrap();
-        }
-        let logits = state.params.forward((s.clone(), t.clone()));
-        let last = (logits.log_softmax::<Axis<2>>() * y.clone())
-            .sum::<Rank0, _>()
-            .negate();
-        losses.push(f64::from(last.array()));
-        for step in (0..=task.steps).step_by(10) {
-            let (m, sd) = (task.mean[step], task.std[step]);
-            assert!(
-                (losses[step] - m).abs() <= 4.0 * sd,
-                "seed {seed}, step {step}: flaxen {:.4}, Flax {m:.4} ± {sd:.4}",
-                losses[step]
-            );
-        }
-        assert!(losses[task.steps] < 0.67 * losses[0]);
+
+    #[test]
+    fn loads_and_matches_flax() {
+        let f = fixture(JSON);
+        let extra: Extra = serde_json::from_str(JSON).unwrap();
+        let dev = Cpu::default();
+        let mut model = dev.build_module::<$model, f32>();
+        load_as_flax_wrote_it(&mut model, BYTES, &f);
+
+        let (s, t): (Src, Tgt) = (
+            dev.tensor(ids(&extra.inputs)),
+            dev.tensor(ids(&extra.targets)),
+        );
+        let out = model.forward((s.clone(), t.clone()));
+        assert_rel(
+            "logits",
+            &out.as_vec(),
+            &f.out.as_ref().unwrap().data,
+            1e-5,
+            1.0,
+        );
+        let w: Tensor<Rank3<4, 8, 23>, f32, Cpu> = dev.tensor(f32s(f.w.as_ref().unwrap()));
+        let loss = (out * w.clone()).sum::<Rank0, _>().array();
+        assert!((f64::from(loss) - extra.loss).abs() < 1e-4 * extra.loss.abs().max(1.0));
+        // Dropout off (Flax's `deterministic=True`): `forward` with a tape.
+        let y = model.forward((s.clone().traced(model.alloc_grads()), t.clone()));
+        let grads = (y * w.clone()).sum().backward();
+        let got = flax_grads(&model, &grads);
+        assert_grads(&got, &f.grads_f64, 1e-4);
+        // A training step with dropout on (`forward_mut`), backward, Adam: the
+        // encoder moves too.
+        let before = model$(.$embed)*.as_vec();
+        let mut state = TrainState::create(model, adam(1e-2)).unwrap();
+        let (loss, grads) = state
+            .value_and_grad(|m, tape| {
+                (m.forward_mut((s.clone().put_tape(tape), t.clone())) * w.clone()).sum()
+            })
+            .unwrap();
+        assert!(loss.array().is_finite());
+        state.apply_gradients(grads).unwrap();
+        assert_ne!(state.params$(.$embed)*.as_vec(), before);
     }
+
+    #[test]
+    fn in_f64_matches_flax_in_f64() {
+        let f = fixture(JSON);
+        let extra: Extra = serde_json::from_str(JSON).unwrap();
+        let dev = Cpu::default();
+        let mut model = dev.build_module::<$model, f64>();
+        flax::load(&mut model, BYTES).unwrap();
+        let s: Tensor<Rank2<4, 9>, usize, Cpu> = dev.tensor(ids(&extra.inputs));
+        let t: Tensor<Rank2<4, 8>, usize, Cpu> = dev.tensor(ids(&extra.targets));
+        let w: Tensor<Rank3<4, 8, 23>, f64, Cpu> = dev.tensor(f.w.as_ref().unwrap().data.clone());
+        let out = model.forward((s.clone(), t.clone()));
+        assert_rel("logits", &out.as_vec(), &extra.out_f64.data, 1e-9, 1.0);
+        // `encode` then `decode`, called from Rust as Flax's
+        // `model.apply(.., method=Transformer.encode)` and `..decode`, give
+        // `__call__`'s logits exactly.
+        let encoded: Tensor<Rank3<4, 9, 16>, f64, Cpu> = model.encode(s.clone());
+        let logits = model.decode((encoded, s.clone(), t.clone()));
+        assert_eq!(logits.as_vec(), out.as_vec());
+        let grads = (model.forward((s.traced(model.alloc_grads()), t)) * w)
+            .sum()
+            .backward();
+        let got = flax_grads(&model, &grads);
+        assert_grads(&got, &f.grads_f64, 1e-9);
+    }
+
+    /// A copy task (32 sources of 4 to 9 tokens; the target is the source's
+    /// first 8 tokens; the decoder reads `shift_right(targets)`; the mean
+    /// cross-entropy over the non-padding targets; Adam 3e-3, full batch,
+    /// dropout off as in the generator), against Flax's curve over 5
+    /// initialisation seeds: flaxen's runs stay within 4 Flax standard
+    /// deviations of Flax's mean at every tenth step and lose at least a third
+    /// of their loss.
+    #[test]
+    fn trains_like_flax() {
+        let extra: Extra = serde_json::from_str(JSON).unwrap();
+        let task = extra.train;
+        let (src, tgt) = (ids(&task.train_inputs), ids(&task.train_targets));
+        let n = tgt.iter().filter(|t| **t > 0).count() as f32;
+        let onehot: Vec<f32> = tgt
+            .iter()
+            .flat_map(|&t| (0..23).map(move |c| if t > 0 && c == t { 1.0 / n } else { 0.0 }))
+            .collect();
+        for seed in 0..2u64 {
+            let dev = Cpu::seed_from_u64(seed);
+            let model = dev.build_module::<$model, f32>();
+            let mut state = TrainState::create(model, adam(task.learning_rate)).unwrap();
+            let s: Tensor<Rank2<32, 9>, usize, Cpu> = dev.tensor(src.clone());
+            let t: Tensor<Rank2<32, 8>, usize, Cpu> = dev.tensor(tgt.clone());
+            let y: Tensor<Rank3<32, 8, 23>, f32, Cpu> = dev.tensor(onehot.clone());
+            let mut losses = Vec::new();
+            for _ in 0..task.steps {
+                let (loss, grads) = state
+                    .value_and_grad(|model, tape| {
+                        let logits = model.forward((s.clone().put_tape(tape), t.clone()));
+                        (logits.log_softmax::<Axis<2>>() * y.clone()).sum().negate()
+                    })
+                    .unwrap();
+                losses.push(f64::from(loss.array()));
+                state.apply_gradients(grads).unwrap();
+            }
+            let logits = state.params.forward((s.clone(), t.clone()));
+            let last = (logits.log_softmax::<Axis<2>>() * y.clone())
+                .sum::<Rank0, _>()
+                .negate();
+            losses.push(f64::from(last.array()));
+            for step in (0..=task.steps).step_by(10) {
+                let (m, sd) = (task.mean[step], task.std[step]);
+                assert!(
+                    (losses[step] - m).abs() <= 4.0 * sd,
+                    "seed {seed}, step {step}: flaxen {:.4}, Flax {m:.4} ± {sd:.4}",
+                    losses[step]
+                );
+            }
+            assert!(losses[task.steps] < 0.67 * losses[0]);
+        }
+    }
+        }
+    };
 }
+
+// Measured when written (seeds 0 and 1; steps 0, 10, .., 40): 3.5278 /
+// 3.4908, 2.7159 / 2.6566, 2.2821 / 2.1722, 1.8513 / 1.6981, 1.4021 /
+// 1.2606 (Flax: mean 3.509 at step 0, 2.757 at 10, 2.371 at 20, 1.490 at
+// 40; std 0.07–0.17).
+port_tests!(
+    separate,
+    Transformer,
+    "flax_port_wmt",
+    encoder.embed_0.embedding
+);
 
 /// The loaded model on dfdx's `Cuda` device (compiled by CI's
 /// `cuda,ci-check` check, run where a GPU is).
 #[cfg(feature = "cuda")]
 #[test]
 fn wmt_transformer_on_cuda_matches_flax() {
+    const BYTES: &[u8] = include_bytes!("fixtures/flax_port_wmt.msgpack");
+    const JSON: &str = include_str!("fixtures/flax_port_wmt.json");
     let f = fixture(JSON);
     let extra: Extra = serde_json::from_str(JSON).unwrap();
     let mut model = Cpu::default().build_module::<Transformer, f32>();

@@ -9,10 +9,9 @@ gradients in float32 and float64.
 writes tests/fixtures/flax_port_bit.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, numpy 2.4.6, msgpack 1.2.4 made the committed files
-(Python 3.11; requirements.txt). The script runs itself a second time with
-`--f64-reference` (as make_flax_ports.py does): that process sets
-`JAX_ENABLE_X64` before jax is imported, since `jax_enable_x64` is
-process-wide.
+(Python 3.11; requirements.txt). The float64 results come from a second
+run of the script in a process of its own (`fixture_out.main_f64`), since
+`jax_enable_x64` is process-wide.
 
 The model is retyped here from two files of the repository:
 
@@ -103,10 +102,9 @@ Parameters (Flax paths and shapes; 137120 in all): `conv_root/kernel`
 "params" is the only collection. The script prints the paths as it saves.
 
 The checkpoint: the model initialised by Flax from `PRNGKey(41)`, then
-every parameter perturbed from a seeded numpy generator, `p + 0.1 * N(0,
-1)`, leaf by leaf in the sorted order of the flattened paths (so the
-zero-init gn3 scales and the zero biases hide nothing). Everything saved
-is float32.
+every parameter perturbed from a seeded numpy generator by
+`fixture_out.perturb` (`p + 0.1 * N(0, 1)`, so the zero-init gn3 scales
+and the zero biases hide nothing). Everything saved is float32.
 
 In flax_port_bit.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -153,29 +151,22 @@ GroupNorm's epsilon (2e-11 in float64 here).
 """
 
 import dataclasses
-import json
-import os
-import pathlib
-import subprocess
-import sys
+from typing import Any, Callable, Sequence, Tuple, TypeVar
+
+from fixture_out import enable_x64_in_f64_pass, main_f64, normal, perturb, save
 
 # The float64 reference pass (see `bit_f64`) runs in a process of its own:
 # `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
-from typing import Any, Callable, Sequence, Tuple, TypeVar
+enable_x64_in_f64_pass()
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-from flax.traverse_util import flatten_dict, unflatten_dict
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from flax.traverse_util import flatten_dict  # noqa: E402
 
-from flax_keys import arr
+from flax_keys import arr, from_arr  # noqa: E402
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 NAME = "flax_port_bit"
 
 # Leaves of more than this many elements get "kernel_grads" (every
@@ -301,11 +292,7 @@ def make_model():
     return ResNetBackbone(resnet=ResNetConfig(num_layers=(2, 1), width_factor=0.5))
 
 
-# Fixture helpers (as in make_flax_vit.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
+# Layouts (flaxen's NCHW, Flax's NHWC) and the sampled gradients.
 
 
 def nhwc(x):
@@ -314,17 +301,6 @@ def nhwc(x):
 
 def nchw(y):
     return jnp.transpose(y, (0, 3, 1, 2))
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(variables["params"])
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    return {"params": unflatten_dict(new)}
 
 
 def grad_fields(grads, suffix=""):
@@ -346,35 +322,6 @@ def grad_fields(grads, suffix=""):
             sampled[key] = arr(v[..., picked])
             channels[key] = picked
     return {f"grads{suffix}": full, f"kernel_grads{suffix}": sampled, "kernel_grad_channels": channels}
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 def same_padding(size, kernel, stride):
@@ -446,22 +393,12 @@ def bit(out):
     })
 
 
-def bit_f64(out):
-    """Adds to flax_port_bit.json the same forward and gradient in float64,
-    on the float32 checkpoint's values widened: "out_f64", "loss_f64",
-    "grads_f64", "kernel_grads_f64"."""
+def bit_f64(fields, variables):
+    """Adds to flax_port_bit.json's fields the same forward and gradient in
+    float64, on the float32 checkpoint's values widened (`variables`):
+    "out_f64", "loss_f64", "grads_f64", "kernel_grads_f64"."""
     model = make_model()
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    x, w = array(fields["x"]), array(fields["w"])
+    x, w = from_arr(fields["x"]), from_arr(fields["w"])
     (loss, y), grads = loss_and_grads(model, variables["params"], x, w)
     assert y.dtype == jnp.float64
     flat = flatten_dict(grads, sep="/")
@@ -472,11 +409,11 @@ def bit_f64(out):
     fields["loss_f64"] = float(loss)
     fields["grads_f64"] = g64["grads_f64"]
     fields["kernel_grads_f64"] = g64["kernel_grads_f64"]
-    out32 = array(fields["out"])
+    out32 = from_arr(fields["out"])
     gaps = {}
     for name in ("grads", "kernel_grads"):
         for k, v in fields[f"{name}_f64"].items():
-            a, b = array(fields[name][k]), array(v)
+            a, b = from_arr(fields[name][k]), from_arr(v)
             gaps[k] = (float(np.max(np.abs(a - b))), float(np.max(np.abs(b))))
     worst = max(gaps, key=lambda k: gaps[k][0])
     rel = max(gaps, key=lambda k: gaps[k][0] / gaps[k][1])
@@ -485,20 +422,7 @@ def bit_f64(out):
           f"|loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e} (loss_f64 {float(loss):.6f})")
     print(f"  max |grads - grads_f64| {gaps[worst][0]:.2e} ({worst}, whose largest |grad| is {gaps[worst][1]:.2e}); "
           f"relative to a leaf's largest |grad| at most {gaps[rel][0] / gaps[rel][1]:.2e} ({rel})")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        bit_f64(out)
-        return
-    bit(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, bit, NAME, bit_f64)

@@ -98,6 +98,7 @@ import flax.linen as nn  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from flax.traverse_util import flatten_dict  # noqa: E402
 
 from flax_keys import arr, by_path, from_arr  # noqa: E402
 

@@ -9,10 +9,9 @@ small training task both sides can run from the data stored here.
 writes tests/fixtures/flax_port_vit.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, optax 0.2.8, numpy 2.4.6, msgpack 1.2.4 made the
-committed files (Python 3.11; requirements.txt). The script runs itself a
-second time with `--f64-reference` (as make_flax_ports.py does): that
-process sets `JAX_ENABLE_X64` before jax is imported, since
-`jax_enable_x64` is process-wide.
+committed files (Python 3.11; requirements.txt). The float64 results come
+from a second run of the script in a process of its own
+(`fixture_out.main_f64`), since `jax_enable_x64` is process-wide.
 
 The model is retyped here from vit_jax/models_vit.py (read at commit
 06862cdaf01e68e19de60c1853b3437a107d9c2c): `IdentityLayer`,
@@ -93,9 +92,9 @@ prints them as it saves.
 
 The checkpoint: the model initialised by Flax from `PRNGKey(31)` (train
 False, so no dropout key), then every parameter perturbed from a seeded
-numpy generator, `p + 0.1 * N(0, 1)`, leaf by leaf in the sorted order of
-the flattened paths (so the zero `cls`, `head` kernel and biases, and the
-unit LayerNorm scales hide nothing). Everything saved is float32.
+numpy generator by `fixture_out.perturb` (`p + 0.1 * N(0, 1)`, so the zero
+`cls`, `head` kernel and biases, and the unit LayerNorm scales hide
+nothing). Everything saved is float32.
 
 In flax_port_vit.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -153,30 +152,22 @@ float32 rounding there (up to 1.8e-7) and "grads_f64" float64 rounding
 """
 
 import dataclasses
-import json
-import os
-import pathlib
-import subprocess
-import sys
+from typing import Any, Callable, Optional, Tuple
+
+from fixture_out import enable_x64_in_f64_pass, grad_gaps, main_f64, normal, perturb, save
 
 # The float64 reference pass (see `vit_f64`) runs in a process of its own:
 # `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
-from typing import Any, Callable, Optional, Tuple
+enable_x64_in_f64_pass()
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from flax.traverse_util import flatten_dict, unflatten_dict
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
-from flax_keys import arr
+from flax_keys import arr, by_path, from_arr, leaves  # noqa: E402
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 NAME = "flax_port_vit"
 
 
@@ -340,60 +331,11 @@ def make_model():
     )
 
 
-# Fixture helpers (as in make_flax_ports.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
+# flaxen's NCHW images to Flax's NHWC.
 
 
 def nhwc(x):
     return jnp.asarray(np.transpose(x, (0, 2, 3, 1)))
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(variables["params"])
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    return {"params": unflatten_dict(new)}
-
-
-def by_path(tree, collection):
-    """{"collection/.../leaf": arr} of a tree of that collection."""
-    return {f"{collection}/{k}": arr(v) for k, v in sorted(flatten_dict(tree, sep="/").items())}
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 # The training task.
@@ -494,22 +436,12 @@ def vit(out):
     })
 
 
-def vit_f64(out):
-    """Adds to flax_port_vit.json the same forward and gradient in float64,
-    on the float32 checkpoint's values widened: "out_f64", "loss_f64",
-    "grads_f64"."""
+def vit_f64(fields, variables):
+    """Adds to flax_port_vit.json's fields the same forward and gradient in
+    float64, on the float32 checkpoint's values widened (`variables`):
+    "out_f64", "loss_f64", "grads_f64"."""
     model = make_model()
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    x, w = array(fields["x"]), array(fields["w"])
+    x, w = from_arr(fields["x"]), from_arr(fields["w"])
 
     def loss_fn(params):
         y = model.apply({"params": params}, nhwc(x), train=False)
@@ -517,31 +449,15 @@ def vit_f64(out):
 
     (loss, y), grads = jax.value_and_grad(loss_fn, has_aux=True)(variables["params"])
     assert y.dtype == jnp.float64
-    flat = flatten_dict(grads, sep="/")
-    assert all(v.dtype == jnp.float64 for v in flat.values())
+    assert all(v.dtype == jnp.float64 for v in leaves(grads).values())
     fields["out_f64"] = arr(y)
     fields["loss_f64"] = float(loss)
     fields["grads_f64"] = by_path(grads, "params")
-    out32 = array(fields["out"])
-    gap = max(
-        float(np.max(np.abs(array(fields["grads"][k]) - array(v)))) for k, v in fields["grads_f64"].items()
-    )
+    out32 = from_arr(fields["out"])
+    gap, _ = grad_gaps(fields)
     print(f"{NAME} float64: max |out - out_f64| {np.max(np.abs(out32 - np.asarray(y))):.2e}, "
           f"|loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e}, max |grads - grads_f64| {gap:.2e}")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        vit_f64(out)
-        return
-    vit(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, vit, NAME, vit_f64)
