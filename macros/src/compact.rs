@@ -30,7 +30,7 @@ fn failed(item: &TokenStream, e: syn::Error) -> syn::Result<TokenStream> {
     let e = parse::keyword_call(item).unwrap_or(e);
     match parse::model_name(item) {
         Some(name) => {
-            let stub = expand::stub(&name, None, &e);
+            let stub = expand::stub(&name, None, &parse::method_names(item), &e);
             let source = nest::source_macro(&name, item);
             Ok(quote!(#stub #source))
         }
@@ -45,7 +45,10 @@ fn run(model: &Model, item: &TokenStream, sources: &Sources) -> TokenStream {
     // The checker reports the errors of lines that did not parse too.
     let body = match check::check(model, sources) {
         Ok(plan) => expand::expand(&plan, &model.docs),
-        Err(e) => expand::stub(&model.name, Some(&model.inputs[0].dims), &e),
+        Err(e) => {
+            let methods: Vec<syn::Ident> = model.methods.iter().map(|m| m.name.clone()).collect();
+            expand::stub(&model.name, Some(&model.inputs[0].dims), &methods, &e)
+        }
     };
     let name = &model.name;
     let source = nest::source_macro(name, item);

@@ -208,10 +208,7 @@ float32); every draw lies in its support; |mean - expected_mean| <= 6 expected_s
 orthogonality_error < 1e-5.
 """
 
-import json
 import math
-import pathlib
-import sys
 
 import flax
 import flax.linen as nn
@@ -222,9 +219,9 @@ import numpy as np
 from flax.core import scope as flax_scope
 from jax._src.nn.initializers import _compute_fans
 
-I = nn.initializers
+from fixture_out import write
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
+I = nn.initializers
 
 # The initialisers as written, `I.` left off. Also `eval`ed twice: in
 # `vars(I)` (the real initialiser, for the redraw check) and in `SPEC`
@@ -658,14 +655,5 @@ def build():
     return out
 
 
-def main():
-    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "flax_inits.json"
-    with open(path, "w") as f:
-        json.dump(build(), f, separators=(",", ":"))
-    print(f"wrote {path} ({path.stat().st_size} bytes)")
-
-
 if __name__ == "__main__":
-    main()
+    write("flax_inits.json", build())

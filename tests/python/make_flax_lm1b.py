@@ -10,10 +10,9 @@ from the data stored here.
 writes tests/fixtures/flax_port_lm1b.{msgpack,json}, or those files in
 OUTDIR to compare a fresh run with the committed ones. jax 0.10.2, jaxlib
 0.10.2, flax 0.12.8, optax 0.2.8, numpy 2.4.6, msgpack 1.2.4 made the
-committed files (Python 3.11; requirements.txt). The script runs itself a
-second time with `--f64-reference` (as make_flax_ports.py does): that
-process sets `JAX_ENABLE_X64` before jax is imported, since
-`jax_enable_x64` is process-wide.
+committed files (Python 3.11; requirements.txt). The float64 results come
+from a second run of the script in a process of its own
+(`fixture_out.main_f64`), since `jax_enable_x64` is process-wide.
 
 The model is retyped here from examples/lm1b/models.py (read at commit
 0e5fc04018f1a20bdf32e9868c6a9eda38407424, the version whose initialisers
@@ -115,10 +114,9 @@ under `encoderdecoderblock_i/`: `LayerNorm_0/{scale,bias}` (16),
 
 The checkpoint: the model initialised by Flax from `PRNGKey(32)` (no
 dropout key: deterministic), then every parameter perturbed from a seeded
-numpy generator, `p + 0.1 * N(0, 1)`, leaf by leaf in the sorted order of
-the flattened paths (so the unit LayerNorm scales, zero LayerNorm biases
-and near-zero Dense biases hide nothing), inside its box. Everything
-saved is float32.
+numpy generator by `fixture_out.perturb` (`p + 0.1 * N(0, 1)`, so the unit
+LayerNorm scales, zero LayerNorm biases and near-zero Dense biases hide
+nothing), inside its box. Everything saved is float32.
 
 In flax_port_lm1b.json (arrays are `{"shape": [...], "data": [flat
 row-major]}`, `flax_keys.arr`):
@@ -182,33 +180,26 @@ matched "out_f64" to 1.3e-15. The script prints the float32 / float64
 gaps as it runs.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
-# The float64 reference pass (see `lm1b_f64`) runs in a process of its own:
-# `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
 import warnings
 from typing import Any, Callable, Optional
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from flax import struct
-from flax.traverse_util import flatten_dict, unflatten_dict
-from jax import lax
+from fixture_out import enable_x64_in_f64_pass, grad_gaps, main_f64, normal, perturb, save
 
-from flax_keys import arr
+# The float64 reference pass (see `lm1b_f64`) runs in a process of its own:
+# `jax_enable_x64` must be set before jax is imported.
+enable_x64_in_f64_pass()
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
+import flax  # noqa: E402
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import struct  # noqa: E402
+from jax import lax  # noqa: E402
+
+from flax_keys import arr, by_path, from_arr, leaves  # noqa: E402
+
 NAME = "flax_port_lm1b"
 
 # nn.SelfAttention warns on every call that it is to be deprecated.
@@ -505,69 +496,12 @@ def make_model():
     return TransformerLM(config=CONFIG)
 
 
-# Fixture helpers (as in make_flax_vit.py; the boxes of
-# `nn.with_logical_partitioning` are flattened through Flax's state dict,
-# the tree `to_bytes` writes, so each parameter's path ends in "value").
+# The fixture. The boxes of `nn.with_logical_partitioning` are flattened
+# through Flax's state dict, the tree `to_bytes` writes, so each
+# parameter's path ends in "value" (`flax_keys.leaves`).
 
 BATCH, LENGTH = 4, 10
 LENGTHS = [10, 8, 6, 9]
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def leaves(tree):
-    """{"/" path: array} of a (possibly boxed) tree, as `to_bytes` saves it."""
-    return flatten_dict(flax.serialization.to_state_dict(tree), sep="/")
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1), leaf by leaf in sorted path order, each inside
-    its box."""
-    assert set(variables) == {"params"}
-    flat = flatten_dict(flax.serialization.to_state_dict(variables["params"]))
-    new = {}
-    for path in sorted(flat):
-        p = np.asarray(flat[path], np.float32)
-        new[path] = jnp.asarray(p + 0.1 * normal(rng, p.shape), jnp.float32)
-    params = flax.serialization.from_state_dict(variables["params"], unflatten_dict(new))
-    return {"params": params}
-
-
-def by_path(tree, collection):
-    """{"collection/.../leaf": arr} of a tree of that collection."""
-    return {f"{collection}/{k}": arr(v) for k, v in sorted(leaves(tree).items())}
-
-
-def write_json(path, fields):
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = leaves(variables)
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert path.endswith("/value"), path
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    write_json(out / f"{name}.json", fields)
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 def lm1b_loss(logits, targets):
@@ -660,7 +594,9 @@ def lm1b(out):
     tokens = test_tokens(rng)
     w = normal(rng, (BATCH, LENGTH, CONFIG.output_vocab_size))
     xs = jnp.asarray(tokens)
-    variables = perturb(model.init(jax.random.PRNGKey(32), xs), rng)
+    init = model.init(jax.random.PRNGKey(32), xs)
+    variables = flax.serialization.from_state_dict(init, perturb(init, rng))
+    assert all(path.endswith("/value") for path in leaves(variables)), "every parameter boxed"
 
     def loss_fn(params):
         y = model.apply({"params": params}, xs)
@@ -683,23 +619,16 @@ def lm1b(out):
     })
 
 
-def lm1b_f64(out):
-    """Adds to flax_port_lm1b.json the same forward and gradient in float64,
-    on the float32 checkpoint's values widened: "out_f64", "loss_f64",
+def lm1b_f64(fields, state):
+    """Adds to flax_port_lm1b.json's fields the same forward and gradient
+    in float64, on the float32 checkpoint's values widened (`state`, the
+    msgpack's tree without its boxes): "out_f64", "loss_f64",
     "grads_f64"."""
     model = make_model()
-    path = out / f"{NAME}.json"
-    fields = json.loads(path.read_text())
-    blob = (out / f"{NAME}.msgpack").read_bytes()
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    tokens = jnp.asarray(array(fields["tokens"]).astype(np.int32))
-    w = array(fields["w"])
+    tokens = jnp.asarray(from_arr(fields["tokens"]).astype(np.int32))
+    w = from_arr(fields["w"])
     # The boxes come from a fresh init; their values from the msgpack.
     template = model.init(jax.random.PRNGKey(0), tokens)
-    state = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob))
     variables = flax.serialization.from_state_dict(template, state)
 
     def loss_fn(params):
@@ -713,30 +642,12 @@ def lm1b_f64(out):
     fields["loss_f64"] = float(loss)
     fields["grads_f64"] = by_path(grads, "params")
     assert sorted(fields["grads_f64"]) == sorted(fields["grads"]) == fields["paths"]
-    out32 = array(fields["out"])
-    gap, rel = 0.0, 0.0
-    for k, v in fields["grads_f64"].items():
-        g64 = array(v)
-        d = float(np.max(np.abs(array(fields["grads"][k]) - g64)))
-        gap = max(gap, d)
-        rel = max(rel, d / max(float(np.max(np.abs(g64))), 1e-30))
+    out32 = from_arr(fields["out"])
+    gap, rel = grad_gaps(fields)
     print(f"{NAME} float64: max |out - out_f64| {np.max(np.abs(out32 - np.asarray(y))):.2e}, "
           f"|loss - loss_f64| {abs(fields['loss'] - float(loss)):.2e}, max |grads - grads_f64| {gap:.2e} "
           f"({rel:.2e} of a leaf's largest)")
-    write_json(path, fields)
-    print(f"  {path}: {path.stat().st_size} bytes")
-
-
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        lm1b_f64(out)
-        return
-    lm1b(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, lm1b, NAME, lm1b_f64)

@@ -29,11 +29,11 @@ defaults, submodule names and call order), keeping only what is needed:
   always there.
 
 Every model is initialised from a fixed `PRNGKey`, then every leaf is
-perturbed from a seeded numpy generator: params `p + 0.1 * N(0, 1)` (so
-the zero-initialised `head`, zero biases and zero-init BatchNorm scales
-hide nothing), batch_stats `mean + 0.1 * N(0, 1)` and `var * exp(0.2 *
-N(0, 1))` (still positive), drawn leaf by leaf in the sorted order of the
-flattened paths, params first. Everything is float32.
+perturbed from a seeded numpy generator by `fixture_out.perturb`: params
+`p + 0.1 * N(0, 1)` (so the zero-initialised `head`, zero biases and
+zero-init BatchNorm scales hide nothing), batch_stats `mean + 0.1 * N(0,
+1)` and `var * exp(0.2 * N(0, 1))` (still positive). Everything is
+float32.
 
 In each JSON: "x", the input in flaxen's layout (images NCHW, transposed
 to NHWC here before Flax sees them); "out", the output in inference mode
@@ -79,7 +79,8 @@ by this script as it runs.
    gradients grows to 1e-3). JSON: "x" [2, 3, 64, 64], "out" [2, 10],
    "out_train" [2, 10], "w", "loss", "grads", "new_batch_stats", and the
    float64 run's "out_train_f64", "grads_f64", "new_batch_stats_f64"
-   (`resnet18_f64`).
+   (`resnet18_f64`, in a second process of its own, `fixture_out.main_f64`,
+   since `jax_enable_x64` is process-wide).
 
 2. flax_port_actor_critic.{msgpack,json}: `ActorCritic(num_outputs=6)`:
    x.astype(float32) / 255, then `conv1` 8x8 stride 4, relu, `conv2` 4x4
@@ -115,30 +116,21 @@ by this script as it runs.
 """
 
 import dataclasses
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
-# The float64 reference pass (see `resnet18_f64`) runs in a process of its
-# own: `jax_enable_x64` must be set before jax is imported.
-F64 = "--f64-reference"
-if F64 in sys.argv:
-    os.environ["JAX_ENABLE_X64"] = "1"
 from functools import partial
 from typing import Any, Callable, Sequence, Tuple
 
-import flax
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-from flax.traverse_util import flatten_dict, unflatten_dict
+from fixture_out import enable_x64_in_f64_pass, main_f64, normal, perturb, save
 
-from flax_keys import arr
+# The float64 reference pass (see `resnet18_f64`) runs in a process of its
+# own: `jax_enable_x64` must be set before jax is imported.
+enable_x64_in_f64_pass()
 
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
+import flax.linen as nn  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from flax_keys import arr, by_path, from_arr  # noqa: E402
 
 # ActorCritic's frames, FRAME x FRAME x 4 (the source's Atari frames are
 # 84 x 84; the model itself fixes no size). The checkpoint grows with it
@@ -301,67 +293,11 @@ class MlpMixer(nn.Module):
         return x
 
 
-# Fixture helpers (as in make_flax_structured.py).
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
+# flaxen's NCHW images to Flax's NHWC, and the padding printed.
 
 
 def nhwc(x):
     return jnp.asarray(np.transpose(x, (0, 2, 3, 1)))
-
-
-def perturb(variables, rng):
-    """params + 0.1 N(0, 1); batch_stats mean + 0.1 N(0, 1), var * exp(0.2
-    N(0, 1)); leaf by leaf in sorted path order, params first."""
-    out = {}
-    for collection in sorted(variables):
-        flat = flatten_dict(variables[collection])
-        new = {}
-        for path in sorted(flat):
-            p = np.asarray(flat[path], np.float32)
-            if collection == "params":
-                new[path] = p + 0.1 * normal(rng, p.shape)
-            elif path[-1] == "mean":
-                new[path] = p + 0.1 * normal(rng, p.shape)
-            elif path[-1] == "var":
-                new[path] = p * np.exp(0.2 * normal(rng, p.shape))
-            else:
-                raise ValueError(f"no perturbation for {collection}/{'/'.join(path)}")
-            new[path] = jnp.asarray(new[path], jnp.float32)
-        out[collection] = unflatten_dict(new)
-    return out
-
-
-def by_path(tree, collection):
-    """{"collection/.../leaf": arr} of a tree of that collection."""
-    return {f"{collection}/{k}": arr(v) for k, v in sorted(flatten_dict(tree, sep="/").items())}
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and the number of parameters),
-    after checking that the msgpack reads back to the same leaves."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    mine = flatten_dict(variables, sep="/")
-    assert sorted(saved) == sorted(mine), name
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-        assert np.array_equal(value, np.asarray(mine[path])), path
-    num_params = int(sum(v.size for k, v in saved.items() if k.startswith("params/")))
-    fields = dict(fields, paths=sorted(saved), num_params=num_params)
-    (out / f"{name}.msgpack").write_bytes(blob)
-    with open(out / f"{name}.json", "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-    sizes = {ext: (out / f"{name}.{ext}").stat().st_size for ext in ("msgpack", "json")}
-    print(f"wrote {out / name}.msgpack ({sizes['msgpack']} bytes) and .json ({sizes['json']} bytes): "
-          f"{num_params} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 def same_padding(size, kernel, stride):
@@ -487,25 +423,15 @@ def mixer(out):
     })
 
 
-def resnet18_f64(out):
-    """Adds to flax_port_resnet18.json the training call of the same model
-    in float64, on the float32 checkpoint's values widened: "out_train_f64",
-    "grads_f64", "new_batch_stats_f64": the reference gradients are held
-    to. Flax's own float32 gradients are within 2.1e-5 of them on these
-    64x64 images; on 32x32 ones (the last stage's BatchNorms normalising 2
-    values each) they were 3e-3 off."""
+def resnet18_f64(fields, variables):
+    """Adds to flax_port_resnet18.json's fields the training call of the
+    same model in float64, on the float32 checkpoint's values widened
+    (`variables`): "out_train_f64", "grads_f64", "new_batch_stats_f64":
+    the reference gradients are held to. Flax's own float32 gradients are
+    within 2.1e-5 of them on these 64x64 images; on 32x32 ones (the last
+    stage's BatchNorms normalising 2 values each) they were 3e-3 off."""
     model = ResNet18(num_classes=10, num_filters=4)
-    path = out / "flax_port_resnet18.json"
-    fields = json.loads(path.read_text())
-    blob = (out / "flax_port_resnet18.msgpack").read_bytes()
-    variables = jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, jnp.float64), flax.serialization.msgpack_restore(blob)
-    )
-
-    def array(a):
-        return np.asarray(a["data"], np.float64).reshape(a["shape"])
-
-    x, w = array(fields["x"]), array(fields["w"])
+    x, w = from_arr(fields["x"]), from_arr(fields["w"])
 
     def loss_fn(params):
         y, updates = model.apply(
@@ -519,23 +445,14 @@ def resnet18_f64(out):
     fields["out_train_f64"] = arr(y_train)
     fields["grads_f64"] = by_path(grads, "params")
     fields["new_batch_stats_f64"] = by_path(new_stats, "batch_stats")
-    with open(path, "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
 
 
-def main():
-    args = [a for a in sys.argv[1:] if a != F64]
-    out = pathlib.Path(args[0]) if args else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
-    if F64 in sys.argv:
-        resnet18_f64(out)
-        return
+def write(out):
+    """The three fixtures, in float32."""
     resnet18(out)
     actor_critic(out)
     mixer(out)
-    subprocess.run([sys.executable, __file__, F64, str(out)], check=True)
 
 
 if __name__ == "__main__":
-    main()
+    main_f64(__file__, write, "flax_port_resnet18", resnet18_f64)

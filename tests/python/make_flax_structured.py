@@ -80,20 +80,14 @@ parameters. Arrays are `{"shape": [...], "data": [flat row-major]}`
    "grads".
 """
 
-import json
-import pathlib
-import sys
-
-import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.traverse_util import flatten_dict
 
+from fixture_out import normal, out_dir, save
 from flax_keys import arr
-
-FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
 class SeedCnn(nn.Module):
@@ -173,10 +167,6 @@ class Top(nn.Module):
         return MLPHead()(x)
 
 
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
 def nhwc(x):
     return jnp.asarray(np.transpose(x, (0, 2, 3, 1)))
 
@@ -193,25 +183,6 @@ def cross_entropy(logits, labels):
 def grads_by_path(grads):
     """{"params/.../leaf": arr} of a gradient tree, boxes unboxed."""
     return {k: arr(v) for k, v in sorted(flatten_dict(nn.unbox(grads), sep="/").items())}
-
-
-def save(out, name, variables, fields):
-    """Writes NAME.msgpack (to_bytes of the variables) and NAME.json (the
-    fields plus the saved leaves' paths and count), after checking that the
-    msgpack reads back."""
-    blob = flax.serialization.to_bytes(variables)
-    saved = flatten_dict(flax.serialization.msgpack_restore(blob), sep="/")
-    for path, value in saved.items():
-        assert value.dtype == np.float32, path
-        assert np.all(np.isfinite(value)), path
-    fields = dict(fields, paths=sorted(saved), num_params=int(sum(v.size for v in saved.values())))
-    (out / f"{name}.msgpack").write_bytes(blob)
-    with open(out / f"{name}.json", "w") as f:
-        json.dump(fields, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {out / name}.msgpack and .json: {fields['num_params']} parameters")
-    for path in fields["paths"]:
-        print(f"  {path} {saved[path].shape}")
 
 
 def seed_nhwc(out):
@@ -344,8 +315,7 @@ def dense_channels(out):
 
 
 def main():
-    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURES
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir()
     seed_nhwc(out)
     named(out)
     encdec(out)

@@ -34,8 +34,6 @@ in half).
 import json
 import math
 import os
-import pathlib
-import sys
 
 os.environ["JAX_ENABLE_X64"] = "1"
 
@@ -44,10 +42,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-
-def arr(a):
-    a = np.asarray(a, dtype=np.float64)
-    return {"shape": list(a.shape), "data": [float(v) for v in a.reshape(-1)]}
+from fixture_out import out_dir  # noqa: E402
+from flax_keys import arr  # noqa: E402
 
 
 def timestep(t, dim=16, max_period=10000):
@@ -59,7 +55,7 @@ def timestep(t, dim=16, max_period=10000):
 
 
 def main():
-    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures")
+    out = out_dir()
     rng = np.random.default_rng(20261203)
     x = rng.normal(size=(3, 5))
     y = rng.normal(size=(3, 5))

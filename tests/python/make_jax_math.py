@@ -18,8 +18,6 @@ jax 0.10.2 (Python 3.11), with jax_enable_x64.
 
 import json
 import os
-import pathlib
-import sys
 
 os.environ["JAX_ENABLE_X64"] = "1"
 
@@ -27,9 +25,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from fixture_out import out_dir  # noqa: E402
 from flax_keys import arr  # noqa: E402
-
-OUT = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 # name: (function, whether its input must be positive)
 OPS = {
@@ -63,7 +60,7 @@ def sinusoidal_table(max_len, d, min_scale=1.0, max_scale=10000.0):
 
 
 def main():
-    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
+    out = out_dir()
     rng = np.random.default_rng(20261203)
     positive = rng.uniform(0.3, 3.0, (4, 6))
     mixed = rng.uniform(0.05, 2.5, (4, 6)) * rng.choice([-1.0, 1.0], (4, 6))

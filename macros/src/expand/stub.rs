@@ -15,8 +15,14 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 /// The stub of `name`'s module carrying `errors`; `input` is the declared
-/// per-example shape when it parsed.
-pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> TokenStream {
+/// per-example shape when it parsed, `methods` the model's other methods
+/// (`generate`), stubbed the same way.
+pub fn stub(
+    name: &syn::Ident,
+    input: Option<&[usize]>,
+    methods: &[syn::Ident],
+    errors: &syn::Error,
+) -> TokenStream {
     let dfdx = paths::dfdx();
     let rt = paths::compact();
     let fl = paths::flax();
@@ -45,10 +51,27 @@ pub fn stub(name: &syn::Ident, input: Option<&[usize]>, errors: &syn::Error) -> 
             }
         }
     });
+    let methods = methods.iter().map(|m| {
+        let try_m = format_ident!("try_{}", m);
+        quote! {
+            #[allow(missing_docs)]
+            pub fn #m<X>(&self, _: X) -> #invalid {
+                ::core::unreachable!()
+            }
+            #[allow(missing_docs)]
+            pub fn #try_m<X>(&self, _: X) -> ::core::result::Result<#invalid, ::core::convert::Infallible> {
+                ::core::unreachable!()
+            }
+        }
+    });
     quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
         type #invalid = [(); { #errors 0 }];
+
+        impl<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> #module<E, D> {
+            #(#methods)*
+        }
 
         #[allow(non_camel_case_types)]
         pub struct #module<E: #dfdx::shapes::Dtype, D: #dfdx::tensor::Storage<E>> { #ph }

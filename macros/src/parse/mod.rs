@@ -34,6 +34,23 @@ pub fn model_name(item: &TokenStream) -> Option<syn::Ident> {
     }
 }
 
+/// The names of the model's methods beside `fn forward`, for the stub of
+/// a model that did not parse (so calls of them report nothing more).
+pub fn method_names(item: &TokenStream) -> Vec<syn::Ident> {
+    let Ok(item) = syn::parse2::<syn::ItemImpl>(item.clone()) else {
+        return Vec::new();
+    };
+    item.items
+        .iter()
+        .filter_map(|it| match it {
+            syn::ImplItem::Fn(f) if f.sig.ident != "forward" && is_method(&f.sig) => {
+                Some(f.sig.ident.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Parses an impl block as written.
 pub fn parse_model(item: TokenStream) -> Result<Model> {
     if let Some(dollar) = find_dollar(&item) {
