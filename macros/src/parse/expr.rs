@@ -702,7 +702,13 @@ fn word(path: &syn::Path, applied: bool) -> Callee {
         return match PREFIXES.contains(&segs[0].as_str()) {
             true => Callee::Unknown(prefix_message(&segs[0], &last)),
             // `blocks::Block(..)`, applied or bound (`let b = blocks::Block(..);`).
-            false => Callee::Nested(path.clone()),
+            false if applied || last.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                Callee::Nested(path.clone())
+            }
+            false => Callee::Unknown(format!(
+                "a layer or model is built, then applied to its input: `{}(..)(x)`",
+                compact(&path.to_token_stream())
+            )),
         };
     }
     if let Some(k) = crate::symbol::BuiltinKind::from_name(&last) {
