@@ -1,15 +1,23 @@
 """Writes the fixture of the wmt Transformer port with shared embeddings:
-the model of make_flax_wmt.py under wmt's own setting, one embedding table
-for the source, the targets and the logits.
+the `Transformer` of google/flax examples/wmt/models.py as
+make_flax_wmt.py has it, under wmt's own setting (configs/default.py):
+one embedding table for the source, the targets and the logits. A Flax
+checkpoint saved exactly as `flax.serialization.to_bytes(variables)`
+returns it, with its logits and gradients in float32 and float64, and the
+loss curves of make_flax_wmt.py's copy task.
 
     /tmp/venv/bin/python tests/python/make_flax_wmt_shared.py [OUTDIR]
 
 writes tests/fixtures/flax_port_wmt_shared.{msgpack,json}, or those files
-in OUTDIR. Same versions, same two processes (the float64 pass, with
-`--f64-reference`, sets JAX_ENABLE_X64 before jax is imported: this script
-calls `enable_x64_in_f64_pass` before it imports jax or
-make_flax_wmt.py), same JSON keys as make_flax_wmt.py, whose docstring
-describes everything not stated here.
+in OUTDIR to compare a fresh run with the committed ones. jax 0.10.2,
+jaxlib 0.10.2, flax 0.12.8, optax 0.2.8, numpy 2.4.6, msgpack 1.2.4 made
+the committed files (Python 3.11; requirements.txt). The float64 results
+come from a second run of the script in a process of its own
+(`fixture_out.main_f64`, `--f64-reference`), since `jax_enable_x64` is
+process-wide: the script calls `enable_x64_in_f64_pass` before it
+imports jax or make_flax_wmt.py (which imports jax). The JSON has exactly
+flax_port_wmt.json's keys, with their meanings; make_flax_wmt.py's
+docstring describes everything not stated here.
 
 Shared with make_flax_wmt.py, imported from it: `TransformerConfig`,
 `shift_right`, `sinusoidal_init`, `AddPositionEmbs`, `MlpBlock`,
@@ -42,7 +50,7 @@ What differs:
   stays float64 to the logits. In float32 the cast does nothing: the
   script checks that make_flax_wmt.py's own `Transformer` (with the cast)
   gives the same logits and gradients bit for bit. In the float64 run the
-  cast would round y to float32 and move "out_f64" by up to 3.0e-7
+  cast would round y to float32 and move "out_f64" by up to 7.9e-8
   (printed).
 - Parameters: 10128 (make_flax_wmt.py's 10887, less its two `Embed_0`
   (368 each) and `logitdense` (391), plus `shared_embedding` (368)): the
@@ -53,27 +61,30 @@ What differs:
 - The gradient of `shared_embedding/embedding` sums its three uses: the
   encoder's lookup (scatter-add into the rows of the source ids), the
   decoder's lookup (the rows of the shifted targets, row 0 at least once a
-  sequence) and the logits (y^T d loss / d logits / 4, in every row, looked
-  up or not).
+  sequence) and the logits (row v gets the sum over batch and positions
+  of d loss / d logits[..., v] times y / 4, in every row, looked up or
+  not).
 - The perturbation: `perturb` walks the sorted leaf paths, a different
   list here (no `Embed_0`, no `logitdense`, `shared_embedding` last), so
   the perturbed checkpoint shares no leaf with flax_port_wmt.msgpack
   although Flax's init gives the common leaves the same values.
-- The training task: same data, procedure and seeds (each init from
-  `PRNGKey(s)` now of the shared model). In the training loss the
-  padding id's row of the table is no longer idle: the softmax of every
-  target position runs over all 23 ids, 0 included, and the decoder
-  looks 0 up first.
+- The training task: same data, procedure and seeds; each run starts
+  from Flax's init of this model from `PRNGKey(s)`. The training loss's
+  gradient on the padding id's row 0 of the table is no longer 0 (it was
+  on make_flax_wmt.py's encoder `Embed_0`): the softmax of every target
+  position runs over all 23 ids, 0 included, and the decoder looks 0 up
+  first.
 
-The figures measured here (printed as the script runs; on CPU, an AMD
-EPYC machine): "loss" -12.1577 in float32, "loss_f64" -12.157694..;
-Flax's float32 run is within 6.0e-7 of "out_f64", 1.5e-6 of
-"encoded_f64", 1.5e-6 of "loss_f64" and 9.2e-6 of "grads_f64" (at most
-9.6e-7 of a leaf's largest gradient). Training: mean loss 3.6118 at step 0
-(std 0.1040), 2.9036 at step 10 (std 0.0380), 2.5929 at step 20 (std
-0.0466), 1.7836 at step 40 (std 0.1171; the five final losses 1.6372 ..
-1.9416), final accuracies 0.43 .. 0.65: as in make_flax_wmt.py the task
-is being learnt and the curve still falling at step 40, a little slower.
+The figures measured here (printed as the script runs; CPU, an AMD EPYC
+machine): "loss" -30.526842 in float32, "loss_f64" -30.526867651; Flax's
+float32 run is within 6.4e-7 of "out_f64", 5.1e-7 of "encoded_f64",
+2.6e-5 of "loss_f64" (8.4e-7 of it) and 4.6e-6 of "grads_f64" (at most
+7.8e-7 of a leaf's largest gradient). Training: mean loss 3.6457 at step
+0 (std 0.1209), 2.8886 at step 10 (std 0.0522), 2.5921 at step 20 (std
+0.0518) and 1.9395 at step 40 (std 0.0890; the five final losses 1.7902
+.. 2.0703), final accuracies 0.38 .. 0.53: the task is being learnt, more
+slowly than make_flax_wmt.py's (1.4903 at step 40), and the curve is
+still falling at step 40 (by about 0.035 a step).
 """
 
 from fixture_out import enable_x64_in_f64_pass, grad_gaps, main_f64, normal, perturb, save
