@@ -1,13 +1,14 @@
 """What the fixture generators share: their seeded float32 draws, the
 perturbed Flax checkpoints they save, where and how they write a fixture,
-and the float64 rerun of those whose JSON holds float64 results.
+and the float64 rerun of those whose JSON holds float64 results, with the
+comparisons it prints (`tree_gap`, `grad_gaps`).
 
-make_optax_traces.py, make_optax_schedules.py, make_flax_conv_pool.py and
-make_flax_cnn_scan5.py write compact JSON (no spaces, no final newline,
-`write`); the generators of Flax checkpoints write NAME.msgpack and
-NAME.json (`save`, `write_json`), most of them in two processes
-(`main_f64`). Each array in a fixture is {"shape": [...], "data": [flat
-row-major floats]} (`flax_keys.arr`). A generator writes to
+make_optax_traces.py, make_optax_schedules.py, make_flax_conv_pool.py,
+make_flax_cnn_scan5.py and make_flax_inits.py write compact JSON (no
+spaces, no final newline, `write`); the generators of Flax checkpoints
+write NAME.msgpack and NAME.json (`save`, `write_json`), most of them in
+two processes (`main_f64`). Each array in a fixture is {"shape": [...],
+"data": [flat row-major floats]} (`flax_keys.arr`). A generator writes to
 tests/fixtures/ by default, or to the directory given as its argument
 (`out_dir`), to compare a fresh run with the committed file:
 
@@ -61,7 +62,7 @@ def write(name, obj):
     path = out_dir() / name
     with open(path, "w") as f:
         json.dump(obj, f, separators=(",", ":"))
-    print(f"wrote {path}")
+    print(f"wrote {path} ({path.stat().st_size} bytes)")
 
 
 def write_json(path, fields):
