@@ -139,3 +139,63 @@ fn nested_with_parameters() {
     let x: Tensor<Rank4<2, 3, 8, 8>, f32, _> = dev.sample_normal();
     let _: Tensor<Rank2<2, 10>, f32, _> = m.forward(x);
 }
+
+/// Two heads returned as a tuple.
+pub struct Heads;
+
+#[compact]
+impl Heads {
+    fn forward(x: Input<6>) {
+        (Dense(2)(x), Dense(3)(x))
+    }
+}
+
+/// A model bound once (`let block = Block(..)`) and applied twice is one
+/// field, Flax's `block = Block(..)` then `block(block(x))`; a bound model
+/// with several outputs gives them each time.
+pub struct Twice;
+
+#[compact]
+impl Twice {
+    fn forward(x: Input<6>) {
+        let block = Residual(6);
+        let heads = Heads(name = "heads");
+        let y = block(block(x));
+        let (a, b) = heads(y);
+        let (c, d) = heads(x);
+        (a + c, b + d)
+    }
+}
+
+/// `x + Dense(features)(relu(x))`.
+pub struct Residual;
+
+#[compact]
+impl Residual {
+    fn forward(x: Input<6>, features: Param<6>) {
+        x + Dense(features)(relu(x))
+    }
+}
+
+#[test]
+fn a_bound_model_applied_twice_is_one_field() {
+    let dev = Cpu::seed_from_u64(2);
+    let m = dev.build_module::<Twice, f64>();
+    let x: Tensor<Rank2<3, 6>, f64, Cpu> = dev.sample_normal();
+    // One `residual_0` and one `heads`: 6 * 6 + 6, then 6 * 2 + 2 + 6 * 3 + 3.
+    assert_eq!(m.num_trainable_params(), 42 + 35);
+    let (ab, bd) = m.forward(x.clone());
+    let y = m.residual_0.forward(m.residual_0.forward(x.clone()));
+    let (a, b) = m.heads.forward(y);
+    let (c, d) = m.heads.forward(x.clone());
+    assert_eq!(ab.as_vec(), (a + c).as_vec());
+    assert_eq!(bd.as_vec(), (b + d).as_vec());
+    // The shared block's gradient sums both applications'.
+    let (ab, bd) = m.forward(x.leaky_trace());
+    let g = (ab.sum() + bd.sum()).backward();
+    assert!(g
+        .get(&m.residual_0.dense_0.weight)
+        .as_vec()
+        .iter()
+        .any(|v| *v != 0.0));
+}
