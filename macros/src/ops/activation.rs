@@ -108,6 +108,9 @@ pub fn sig(act: Act) -> &'static Sig {
 pub enum Activation {
     /// flaxen's `Relu` module (a parallel CPU kernel; dfdx's op on Cuda).
     Relu,
+    /// flaxen's `Gelu` module, the tanh form (a parallel CPU kernel;
+    /// dfdx's `fast_gelu` on Cuda).
+    Gelu,
     /// A dfdx tensor method without arguments (`try_sigmoid`).
     Method(&'static str, &'static str),
     /// A function of the runtime's activations, with these numbers.
@@ -121,11 +124,12 @@ pub fn check(act: Act, name: &str, b: &Bound, cx: &mut Ctxt) -> Option<Activatio
         Act::Relu => Some(Activation::Relu),
         Act::Sigmoid => Some(Activation::Method("try_sigmoid", "`sigmoid`")),
         Act::Tanh => Some(Activation::Method("try_tanh", "`tanh`")),
-        // Flax's `nn.gelu` defaults to the tanh approximation, dfdx's
-        // `fast_gelu`; `approximate = false` is the erf form, the runtime's
-        // fix of dfdx's `accurate_gelu` gradient.
+        // Flax's `nn.gelu` defaults to the tanh approximation (the runtime's
+        // `Gelu` kernel, dfdx's `fast_gelu` elsewhere); `approximate =
+        // false` is the erf form, the runtime's fix of dfdx's
+        // `accurate_gelu` gradient.
         Act::Gelu => match b.or(cx, "approximate", true, |a| a.boolean("`approximate`"))? {
-            true => Some(Activation::Method("try_fast_gelu", "`gelu`")),
+            true => Some(Activation::Gelu),
             false => Some(Activation::Function(
                 "try_gelu_exact",
                 Vec::new(),
@@ -205,6 +209,7 @@ impl Activation {
         let l = paths::layers();
         match self {
             Activation::Relu => Some(quote!(#l::Relu)),
+            Activation::Gelu => Some(quote!(#l::Gelu)),
             Activation::Method(..) | Activation::Function(..) => None,
         }
     }
@@ -212,7 +217,7 @@ impl Activation {
     /// The call on `x`, for activations that are not modules.
     pub fn call(&self, x: TokenStream) -> TokenStream {
         match self {
-            Activation::Relu => TokenStream::new(),
+            Activation::Relu | Activation::Gelu => TokenStream::new(),
             Activation::Method(m, _) => {
                 let m = format_ident!("{}", m);
                 quote!(#x.#m()?)
@@ -234,6 +239,7 @@ impl Activation {
     pub fn doc(&self) -> String {
         match self {
             Activation::Relu => "`relu`".into(),
+            Activation::Gelu => "`gelu`".into(),
             Activation::Method(_, d) => (*d).into(),
             Activation::Function(_, _, d) => d.clone(),
         }

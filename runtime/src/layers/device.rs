@@ -218,6 +218,17 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         x.try_relu()
     }
 
+    /// Flax's `nn.gelu` in its default tanh form, `0.5 x (1 + tanh(sqrt(2
+    /// / pi) (x + 0.044715 x³)))`, the [`Gelu`](super::Gelu) layer. The
+    /// default is dfdx's `fast_gelu`; the CPU runs one parallel pass each
+    /// way, keeping the forward's `tanh` for the backward.
+    fn try_gelu_tanh<S: Shape, T: Tape<E, Self>>(
+        &self,
+        x: Tensor<S, E, Self, T>,
+    ) -> Result<Tensor<S, E, Self, T>, Self::Err> {
+        x.try_fast_gelu()
+    }
+
     /// Pools every one of the `batch * channels` planes of `x` with the
     /// window `win`; records the backward pass on `x`'s tape.
     ///
@@ -352,6 +363,13 @@ macro_rules! impl_with_cpu_kernels {
                 x: Tensor<S, $e, Self, T>,
             ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
                 cpu::relu(self, x)
+            }
+
+            fn try_gelu_tanh<S: Shape, T: Tape<$e, Self>>(
+                &self,
+                x: Tensor<S, $e, Self, T>,
+            ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
+                cpu::gelu::gelu_tanh(self, x)
             }
 
             fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(

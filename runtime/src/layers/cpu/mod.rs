@@ -11,6 +11,7 @@ mod conv;
 mod conv_transpose;
 mod dense;
 mod direct;
+pub(super) mod gelu;
 mod gemm;
 mod im2col;
 mod pool;
@@ -264,7 +265,7 @@ pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E,
 
 /// Elements per rayon task of the elementwise kernels: large enough that
 /// a task outweighs its scheduling, small enough to split a conv output.
-const ELEMWISE_CHUNK: usize = 1 << 15;
+pub(super) const ELEMWISE_CHUNK: usize = 1 << 15;
 
 /// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
 pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
