@@ -22,6 +22,8 @@ pub(crate) trait Tanh: Elem {
 }
 
 impl Tanh for f32 {
+    // The coefficients as Eigen publishes them (f32 rounds them the same).
+    #[allow(clippy::excessive_precision)]
     #[inline(always)]
     fn tanh_kernel(self) -> f32 {
         let x = self.clamp(-7.905_311, 7.905_311);
