@@ -8,7 +8,9 @@
 //! ```
 //! (`FLAXEN_BENCH_QUICK=1` does the same as `--quick`; `--only W2` runs one
 //! workload; `--only GEMM` measures flaxen's GEMM on a 2048^2 product, the
-//! ceiling `bench/compare.sh` holds the workloads against.)
+//! ceiling `bench/compare.sh` holds the workloads against; `--profile TEXT`
+//! prints where 20 of TEXT's training steps go, layer by layer, with
+//! `flaxen::runtime::profile`, and measures nothing.)
 //!
 //! On Linux with glibc the benchmark first tells malloc to keep freed memory
 //! with `flaxen::runtime::malloc::keep_freed_memory()` (`--system-malloc`
@@ -261,6 +263,13 @@ fn main() {
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1));
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        match args.get(i + 1).map(String::as_str) {
+            Some("TEXT") | None => text::bench(3, 20, true),
+            Some(other) => panic!("--profile takes TEXT, not {other}"),
+        }
+        return;
+    }
     let run = |name: &str| only.is_none_or(|o| o == name);
     if run("W1") {
         bench!("W1", W1, w1, warmup, steps);
@@ -272,7 +281,7 @@ fn main() {
         rnn::bench(warmup.min(5), (steps / 10).max(1));
     }
     if run("TEXT") {
-        text::bench(warmup.min(3), (steps / 20).max(1));
+        text::bench(warmup.min(3), (steps / 20).max(1), false);
     }
     if run("RESIZE") {
         resize_bench::bench(warmup.min(5), (steps / 10).max(1));

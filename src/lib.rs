@@ -288,9 +288,9 @@
 /// `layers::GroupNorm`, `SelfAttention` and `MultiHeadDotProductAttention` →
 /// `layers::MultiHeadAttention`, `Embed` → `layers::Embed`, the masks →
 /// `layers::{CausalMask, AttentionMask, CombineMasks}`, `remat(..)` →
-/// `layers::Remat` around the layer) and
-/// dfdx's modules otherwise (`Dropout`, `LayerNorm` →
-/// `LayerNorm1D`, which already match Flax).
+/// `layers::Remat` around the layer, `LayerNorm` → `layers::LayerNorm`,
+/// whose keys are dfdx's `LayerNorm1D`'s) and dfdx's modules otherwise
+/// (`Dropout`, which already matches Flax).
 ///
 /// # The input's gradient
 ///

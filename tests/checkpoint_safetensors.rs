@@ -58,10 +58,17 @@ fn a_setting_the_file_lacks_stays_the_models() {
     assert_eq!(m.dense_0.bias.array(), [-1.0, 1.0]);
     assert_eq!(m.layer_norm_0.epsilon, 1e-6);
 
-    // The hazard it avoids: dfdx's own loader resets what the file lacks.
+    // A setting changed after building stays too.
+    m.layer_norm_0.epsilon = 1e-3;
+    load_safetensors(&mut m, &path).unwrap();
+    assert_eq!(m.layer_norm_0.epsilon, 1e-3);
+
+    // The hazard it avoids: dfdx's own loader resets what the file lacks
+    // to the type's default.
     let mut d = dev.build_module::<Normed, f32>();
+    d.layer_norm_0.epsilon = 1e-3;
     d.load_safetensors(&path).unwrap();
-    assert_eq!(d.layer_norm_0.epsilon, 1e-5);
+    assert_eq!(d.layer_norm_0.epsilon, 1e-6);
 
     // A file of another model is refused, naming the tensor; the model
     // keeps its values.

@@ -47,7 +47,9 @@ impl TextModel {
 }
 
 /// Runs the workload: `warmup` untimed steps, then `steps` timed ones.
-pub fn bench(warmup: usize, steps: usize) {
+/// With `profile`, no figures: the timed steps run under flaxen's profiler
+/// and its table is printed instead.
+pub fn bench(warmup: usize, steps: usize, profile: bool) {
     let dev: Cpu = Default::default();
     let mut model = dev.build_module::<TextModel, f32>();
     let mut opt = Adam::new(
@@ -74,6 +76,7 @@ pub fn bench(warmup: usize, steps: usize) {
     let mut grads = model.alloc_grads();
     let mut last_loss = 0.0f32;
     let mut step = |grads: Gradients<f32, Cpu>| {
+        let _step = flaxen::runtime::profile::step_scope();
         let logits = model.forward_mut(tokens.clone().traced(grads));
         let loss = softmax_cross_entropy_with_integer_labels(logits, labels.clone()).mean();
         last_loss = loss.array();
@@ -85,6 +88,16 @@ pub fn bench(warmup: usize, steps: usize) {
     };
     for _ in 0..warmup {
         grads = step(grads);
+    }
+    if profile {
+        let report = flaxen::runtime::profile::profile(|| {
+            let mut grads = grads;
+            for _ in 0..steps {
+                grads = step(grads);
+            }
+        });
+        println!("{}", report.table());
+        return;
     }
     let start = Instant::now();
     for _ in 0..steps {
@@ -121,7 +134,8 @@ pub fn bench(warmup: usize, steps: usize) {
     let macs = BATCH * (4 * SEQ * F * F + 2 * SEQ * SEQ * F);
     let gflops = 3.0 * 2.0 * macs as f64 / attn_s / 1e9;
     println!(
-        "{{\"workload\":\"TEXT\",\"batch\":{BATCH},\"seq\":{SEQ},\"features\":{F},\"step_ms\":{:.3},\"attention_ms\":{:.3},\"attention_gflops\":{:.2},\"embed_ms\":{:.3},\"loss\":{last_loss}}}",
+        "{{\"workload\":\"TEXT\",\"batch\":{BATCH},\"seq\":{SEQ},\"features\":{F},\"samples_per_s\":{:.0},\"step_ms\":{:.3},\"attention_ms\":{:.3},\"attention_gflops\":{:.2},\"embed_ms\":{:.3},\"loss\":{last_loss}}}",
+        BATCH as f64 / step_s,
         step_s * 1e3,
         attn_s * 1e3,
         gflops,

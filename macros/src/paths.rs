@@ -10,11 +10,6 @@ pub fn dfdx() -> TokenStream {
     quote!(::flaxen::__private::dfdx)
 }
 
-/// dfdx's built-in modules (`LayerNorm1D`, `Dropout`).
-pub fn nn() -> TokenStream {
-    quote!(::flaxen::__private::dfdx::nn::modules)
-}
-
 /// flaxen's layers.
 pub fn layers() -> TokenStream {
     quote!(::flaxen::__private::flaxen_runtime::layers)

@@ -211,7 +211,7 @@ macro_rules! batch_norm_case {
 
 /// One LayerNorm, RMSNorm or GroupNorm case through a model whose only
 /// field is `$field`, written `$field: scale` or `$field: scale, bias` with
-/// the layer's names of Flax's `scale` and `bias` (dfdx's `LayerNorm1D`
+/// the layer's names of Flax's `scale` and `bias` (`LayerNorm`, as dfdx's `LayerNorm1D`,
 /// calls them `gamma` and `beta`): values with and without a tape,
 /// gradients w.r.t. the input, the scale and the bias.
 macro_rules! scale_norm_case {

@@ -1,5 +1,5 @@
 //! `LayerNorm(epsilon = 1e-6)`: Flax's `nn.LayerNorm` over the last axis
-//! of `[f]` or `[seq, f]` (dfdx's `LayerNorm1D`, which matches Flax).
+//! of `[f]` or `[seq, f]` (the runtime's `layers::LayerNorm`).
 
 use super::Site;
 use crate::args::{Bound, Sig};
@@ -55,8 +55,8 @@ pub fn last_axis(site: &Site, cx: &mut Ctxt, what: &str) -> Option<usize> {
 
 impl LayerNorm {
     pub fn ty(&self) -> TokenStream {
-        let (nn, f) = (paths::nn(), lit(self.features));
-        quote!(#nn::LayerNorm1D<#f, E, D>)
+        let (l, f) = (paths::layers(), lit(self.features));
+        quote!(#l::LayerNorm<#f, E, D>)
     }
 
     pub fn init(&self) -> Vec<TokenStream> {

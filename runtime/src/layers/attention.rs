@@ -281,10 +281,7 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         mask: Option<Tensor<(B, Q, K), bool, D>>,
         train: bool,
     ) -> Result<Attended<B, Q, OUT, E, D, T>, D::Err> {
-        let (b, nq, _) = *q_in.shape();
-        let nk = kv_in.shape().1;
-        let dh = Self::HEAD_FEATURES;
-        let scale = scalar::<E>(1.0 / (dh as f64).sqrt());
+        let _ = Self::HEAD_FEATURES;
         // One tape for both inputs: the key and value projections record
         // their gradients even when the keys' input came without a tape.
         let (q_in, tape) = q_in.split_tape();
@@ -293,34 +290,13 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         let k = self.key.project(kv_in.with_empty_tape())?;
         let (v, tape) = self.value.project(kv_in)?.split_tape();
         let q = self.query.project(q_in.put_tape(tape))?;
-        // [B, S, QKV] -> [B, H, S, QKV / H]
-        let q = q
-            .try_reshape_like(&(b, nq, Const::<H>, dh))?
-            .try_permute::<_, Axes4<0, 2, 1, 3>>()?
-            .try_mul(scale)?;
-        let k = k.try_reshape_like(&(b, nk, Const::<H>, dh))?.try_permute::<_, Axes4<0, 2, 3, 1>>()?;
-        let v = v.try_reshape_like(&(b, nk, Const::<H>, dh))?.try_permute::<_, Axes4<0, 2, 1, 3>>()?;
-        let mut logits = q.try_matmul(k)?;
-        if let Some(mask) = mask {
-            let shape = *logits.shape();
-            let floor = logits.device().try_ones_like(&shape)?.try_mul(E::min_value())?;
-            logits = mask.try_broadcast_like::<_, Axis<1>>(&shape)?.try_choose(logits, floor)?;
-        }
-        let mut weights = logits.try_softmax::<Axis<3>>()?;
-        if train && T::OWNS_TAPE && self.dropout > 0.0 {
-            let shape = *weights.shape();
-            let dev = weights.device().clone();
-            weights = if self.broadcast_dropout {
-                let keep = dev.try_ones_like(&(nq, nk))?.try_dropout(self.dropout)?;
-                weights.try_mul(keep.try_broadcast_like::<_, Axes2<0, 1>>(&shape)?)?
-            } else {
-                weights.try_mul(dev.try_ones_like(&shape)?.try_dropout(self.dropout)?)?
-            };
-        }
-        let joined = weights
-            .try_matmul(v)?
-            .try_permute::<_, Axes4<0, 2, 1, 3>>()?
-            .try_reshape_like(&(b, nq, Const::<QKV>))?;
+        let v = v.put_tape(T::default());
+        let joined = if train && T::OWNS_TAPE && self.dropout > 0.0 {
+            let dropout = (self.dropout, self.broadcast_dropout);
+            heads_composite(H, q, k, v, mask, Some(dropout))?
+        } else {
+            q.device().clone().try_attention(H, q, k, v, mask)?
+        };
         self.out.project(joined)
     }
 }}
@@ -378,6 +354,85 @@ self_forms!(Tensor<(B, Q, Const<F>), E, D, T>, (x) => (x, None));
 forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>), ((q, kv)) => (q, kv, None));
 forms!([B: Dim, Q: Dim, K: Dim, Tk: Tape<E, D>,] (Tensor<(B, Q, Const<FQ>), E, D, T>, Tensor<(B, K, Const<FKV>), E, D, Tk>, Tensor<(B, Q, K), bool, D>), ((q, kv, mask)) => (q, kv, Some(mask)));
 
+/// [`FlaxenDevice::try_attention`] in dfdx's ops, with attention dropout
+/// when `dropout` is `Some((rate, broadcast))` (Flax's `dropout_rate` and
+/// `broadcast_dropout`): every device's default, and the path of a training
+/// pass with dropout.
+pub(crate) fn heads_composite<B, Q, K, const F: usize, E, D, T>(
+    heads: usize,
+    q: Tensor<(B, Q, Const<F>), E, D, T>,
+    k: Tensor<(B, K, Const<F>), E, D, T>,
+    v: Tensor<(B, K, Const<F>), E, D, T>,
+    mask: Option<Tensor<(B, Q, K), bool, D>>,
+    dropout: Option<(f64, bool)>,
+) -> Result<Tensor<(B, Q, Const<F>), E, D, T>, D::Err>
+where
+    B: Dim,
+    Q: Dim,
+    K: Dim,
+    E: Dtype + num_traits::Float,
+    D: Device<E>,
+    T: Tape<E, D>,
+{
+    let (b, nq, _) = *q.shape();
+    let nk = k.shape().1;
+    let dh = F / heads;
+    let scale = scalar::<E>(1.0 / (dh as f64).sqrt());
+    // [B, S, F] -> [B, heads, S, F / heads]
+    let q = q
+        .try_reshape_like(&(b, nq, heads, dh))?
+        .try_permute::<_, Axes4<0, 2, 1, 3>>()?
+        .try_mul(scale)?;
+    let k = k
+        .try_reshape_like(&(b, nk, heads, dh))?
+        .try_permute::<_, Axes4<0, 2, 3, 1>>()?;
+    let v = v
+        .try_reshape_like(&(b, nk, heads, dh))?
+        .try_permute::<_, Axes4<0, 2, 1, 3>>()?;
+    let mut weights = masked_softmax(q.try_matmul(k)?, mask)?;
+    if let Some((rate, broadcast)) = dropout.filter(|&(rate, _)| rate > 0.0) {
+        let shape = *weights.shape();
+        let dev = weights.device().clone();
+        weights = if broadcast {
+            let keep = dev.try_ones_like(&(nq, nk))?.try_dropout(rate)?;
+            weights.try_mul(keep.try_broadcast_like::<_, Axes2<0, 1>>(&shape)?)?
+        } else {
+            weights.try_mul(dev.try_ones_like(&shape)?.try_dropout(rate)?)?
+        };
+    }
+    weights
+        .try_matmul(v)?
+        .try_permute::<_, Axes4<0, 2, 1, 3>>()?
+        .try_reshape_like(&(b, nq, Const::<F>))
+}
+
+/// Flax's masking and softmax over the keys of `[batch, heads, Q, K]`
+/// logits: a logit whose `[batch, Q, K]` mask entry is false becomes the
+/// dtype's minimum.
+fn masked_softmax<B: Dim, H: Dim, Q: Dim, K: Dim, E, D, T>(
+    logits: Tensor<(B, H, Q, K), E, D, T>,
+    mask: Option<Tensor<(B, Q, K), bool, D>>,
+) -> Result<Tensor<(B, H, Q, K), E, D, T>, D::Err>
+where
+    E: Dtype + num_traits::Float,
+    D: Device<E>,
+    T: Tape<E, D>,
+{
+    let logits = match mask {
+        Some(mask) => {
+            let shape = *logits.shape();
+            let floor = logits
+                .device()
+                .try_ones_like(&shape)?
+                .try_mul(E::min_value())?;
+            mask.try_broadcast_like::<_, Axis<1>>(&shape)?
+                .try_choose(logits, floor)?
+        }
+        None => logits,
+    };
+    logits.try_softmax::<Axis<3>>()
+}
+
 /// Flax's functional `nn.dot_product_attention(query, key, value, mask=..)`
 /// on `[batch, Q, H, Dk]` queries, `[batch, K, H, Dk]` keys and
 /// `[batch, K, H, Dv]` values: each head attends with `softmax(q kᵀ /
@@ -423,19 +478,7 @@ pub fn dot_product_attention<
     let q = q.try_permute::<_, Axes4<0, 2, 1, 3>>()?.try_mul(scale)?;
     let k = k.try_permute::<_, Axes4<0, 2, 3, 1>>()?.try_mul(one)?;
     let v = v.try_permute::<_, Axes4<0, 2, 1, 3>>()?.try_mul(one)?;
-    let mut logits = q.try_matmul(k)?;
-    if let Some(mask) = mask {
-        let shape = *logits.shape();
-        let floor = logits
-            .device()
-            .try_ones_like(&shape)?
-            .try_mul(E::min_value())?;
-        logits = mask
-            .try_broadcast_like::<_, Axis<1>>(&shape)?
-            .try_choose(logits, floor)?;
-    }
-    logits
-        .try_softmax::<Axis<3>>()?
+    masked_softmax(q.try_matmul(k)?, mask)?
         .try_matmul(v)?
         .try_permute::<_, Axes4<0, 2, 1, 3>>()
 }

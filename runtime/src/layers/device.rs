@@ -229,6 +229,123 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         x.try_fast_gelu()
     }
 
+    /// Normalises each row of `x`'s last axis (`F` features; `x` holds
+    /// `rows * F` values): with `center`, Flax's `LayerNorm`, `(x -
+    /// mean) / sqrt(var + epsilon) * scale + bias`; without, its `RMSNorm`,
+    /// `x / sqrt(mean(x²) + epsilon) * scale` (`bias` is `None` there).
+    /// Records the gradients of `x`, `scale` and `bias`.
+    ///
+    /// The default is dfdx's ops (dfdx's `normalize` for `LayerNorm`); the
+    /// CPU runs one pass over each row forward and one backward for `f32`
+    /// and `f64`.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::FlaxenDevice;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let x: Tensor<Rank2<1, 2>, f64, _> = dev.tensor([[3.0, 4.0]]);
+    /// let scale = dev.tensor([1.0, 2.0]);
+    /// let y = dev.try_norm_rows(x, false, &scale, None, 0.0).unwrap();
+    /// let rms = 12.5f64.sqrt();
+    /// assert!((y.array()[0][1] - 8.0 / rms).abs() < 1e-12);
+    /// ```
+    fn try_norm_rows<S: Shape, const F: usize, T: Tape<E, Self>>(
+        &self,
+        x: Tensor<S, E, Self, T>,
+        center: bool,
+        scale: &Tensor<Rank1<F>, E, Self>,
+        bias: Option<&Tensor<Rank1<F>, E, Self>>,
+        epsilon: f64,
+    ) -> Result<Tensor<S, E, Self, T>, Self::Err> {
+        super::norm::norm_rows_composite(x, center, scale, bias, epsilon)
+    }
+
+    /// Flax's `LSTMCell` over a whole sequence in one op, where the device
+    /// has a kernel for it (the CPU, `f32` and `f64`); `None` elsewhere,
+    /// and the cell runs step by step in dfdx's ops. `xp` holds the input
+    /// projections of the gates `i, f, g, o` (`[S, B, H]` each, by time),
+    /// `weights` and `biases` the recurrent kernels (`[out, in]`) and
+    /// biases in that order. Runs the steps from the last with `reverse`;
+    /// returns the hidden states in the order the steps ran, or by time
+    /// with `keep_order`, and records the gradients of `xp`, `weights`
+    /// and `biases` on `tape`.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::FlaxenDevice;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let xp: [Tensor<Rank3<2, 1, 1>, f64, _>; 4] = [
+    ///     dev.tensor([[[0.0]], [[0.0]]]),
+    ///     dev.tensor([[[0.0]], [[0.0]]]),
+    ///     dev.tensor([[[1.0]], [[1.0]]]),
+    ///     dev.tensor([[[0.0]], [[0.0]]]),
+    /// ];
+    /// let w: Tensor<Rank2<1, 1>, f64, _> = dev.zeros();
+    /// let b: Tensor<Rank1<1>, f64, _> = dev.zeros();
+    /// let mut tape = NoneTape;
+    /// let h = dev
+    ///     .try_lstm_scan(&xp, &mut tape, [&w; 4], [&b; 4], false, false)
+    ///     .expect("the CPU has the kernel")
+    ///     .unwrap();
+    /// // c = 0.5 tanh(1), h = 0.5 tanh(c) at the first step.
+    /// let c = 0.5 * 1f64.tanh();
+    /// assert!((h.array()[0][0][0] - 0.5 * c.tanh()).abs() < 1e-12);
+    /// ```
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn try_lstm_scan<S: Dim, B: Dim, const H: usize, T: Tape<E, Self>>(
+        &self,
+        xp: &[Tensor<(S, B, Const<H>), E, Self>; 4],
+        tape: &mut T,
+        weights: [&Tensor<Rank2<H, H>, E, Self>; 4],
+        biases: [&Tensor<Rank1<H>, E, Self>; 4],
+        reverse: bool,
+        keep_order: bool,
+    ) -> Option<Result<Tensor<(S, B, Const<H>), E, Self>, Self::Err>> {
+        let _ = (xp, tape, weights, biases, reverse, keep_order);
+        None
+    }
+
+    /// Flax's multi-head dot-product attention on projected rows: `q`
+    /// `[batch, Q, F]`, `k` and `v` `[batch, K, F]`, each the `heads`
+    /// heads' features side by side (`F / heads` each, as Flax's
+    /// `DenseGeneral` lays them out); per head `softmax(q kᵀ / sqrt(F /
+    /// heads)) v`, a logit whose `mask` entry is false replaced by the
+    /// dtype's minimum (a `[batch, Q, K]` mask shared by the heads), the
+    /// heads joined back into `[batch, Q, F]`. No dropout. Records the
+    /// gradients of `q`, `k` and `v` on their merged tapes.
+    ///
+    /// The default is dfdx's ops (reshape, permute, matmul, choose,
+    /// softmax); the CPU runs one pass per example each way for `f32` and
+    /// `f64`, the mask applied inside the softmax.
+    ///
+    /// ```
+    /// use dfdx::prelude::*;
+    /// use flaxen_runtime::layers::FlaxenDevice;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let q: Tensor<Rank3<1, 2, 4>, f64, _> = dev.sample_normal();
+    /// let kv: Tensor<Rank3<1, 3, 4>, f64, _> = dev.sample_normal();
+    /// // Every query may see only the first key: it gets that key's values.
+    /// let mask = dev.tensor([[[true, false, false], [true, false, false]]]);
+    /// let y = dev.try_attention(2, q, kv.clone(), kv.clone(), Some(mask)).unwrap();
+    /// assert_eq!(y.array()[0][1], kv.array()[0][0]);
+    /// ```
+    fn try_attention<B: Dim, Q: Dim, K: Dim, const F: usize, T: Tape<E, Self>>(
+        &self,
+        heads: usize,
+        q: Tensor<(B, Q, Const<F>), E, Self, T>,
+        k: Tensor<(B, K, Const<F>), E, Self, T>,
+        v: Tensor<(B, K, Const<F>), E, Self, T>,
+        mask: Option<Tensor<(B, Q, K), bool, Self>>,
+    ) -> Result<Tensor<(B, Q, Const<F>), E, Self, T>, Self::Err>
+    where
+        E: num_traits::Float,
+    {
+        super::attention::heads_composite(heads, q, k, v, mask, None)
+    }
+
     /// Pools every one of the `batch * channels` planes of `x` with the
     /// window `win`; records the backward pass on `x`'s tape.
     ///
@@ -370,6 +487,40 @@ macro_rules! impl_with_cpu_kernels {
                 x: Tensor<S, $e, Self, T>,
             ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
                 cpu::gelu::gelu_tanh(self, x)
+            }
+
+            fn try_norm_rows<S: Shape, const F: usize, T: Tape<$e, Self>>(
+                &self,
+                x: Tensor<S, $e, Self, T>,
+                center: bool,
+                scale: &Tensor<Rank1<F>, $e, Self>,
+                bias: Option<&Tensor<Rank1<F>, $e, Self>>,
+                epsilon: f64,
+            ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
+                cpu::norm::norm_rows(self, x, center, scale, bias, epsilon)
+            }
+
+            fn try_lstm_scan<S: Dim, B: Dim, const H: usize, T: Tape<$e, Self>>(
+                &self,
+                xp: &[Tensor<(S, B, Const<H>), $e, Self>; 4],
+                tape: &mut T,
+                weights: [&Tensor<Rank2<H, H>, $e, Self>; 4],
+                biases: [&Tensor<Rank1<H>, $e, Self>; 4],
+                reverse: bool,
+                keep_order: bool,
+            ) -> Option<Result<Tensor<(S, B, Const<H>), $e, Self>, Self::Err>> {
+                Some(cpu::lstm::lstm_scan(self, xp, tape, weights, biases, reverse, keep_order))
+            }
+
+            fn try_attention<B: Dim, Q: Dim, K: Dim, const F: usize, T: Tape<$e, Self>>(
+                &self,
+                heads: usize,
+                q: Tensor<(B, Q, Const<F>), $e, Self, T>,
+                k: Tensor<(B, K, Const<F>), $e, Self, T>,
+                v: Tensor<(B, K, Const<F>), $e, Self, T>,
+                mask: Option<Tensor<(B, Q, K), bool, Self>>,
+            ) -> Result<Tensor<(B, Q, Const<F>), $e, Self, T>, Self::Err> {
+                cpu::attention::attention(self, heads, q, k, v, mask)
             }
 
             fn try_pool2d<X: Shape, Y: Shape, T: Tape<$e, Self>>(

@@ -73,7 +73,7 @@ pub use flatten::Flatten2D;
 pub use fused::{conv_block, ConvLayer};
 pub use gelu::Gelu;
 pub use mask::{AttentionMask, CausalMask, CombineMasks};
-pub use norm::{BatchNorm, GroupNorm, InferenceTape, RmsNorm};
+pub use norm::{BatchNorm, GroupNorm, InferenceTape, LastAxis, LayerNorm, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
 pub use remat::{Remat, RematInput, RematPart, TapedTensor};
@@ -89,7 +89,7 @@ pub mod builder {
     pub use super::conv_transpose::builder::{ConvTranspose2D, UnbiasedConvTranspose2D};
     pub use super::dense::builder::{Dense, UnbiasedDense};
     pub use super::embed::builder::Embed;
-    pub use super::norm::builder::{BatchNorm, GroupNorm, RmsNorm};
+    pub use super::norm::builder::{BatchNorm, GroupNorm, LayerNorm, RmsNorm};
     pub use super::remat::Remat;
     pub use super::rnn::builder::{GruCell, LstmCell, Rnn, SimpleCell};
 }

@@ -17,7 +17,12 @@
 //! A runtime loop over the steps, not an unrolled one: the code is the same
 //! for every length, and the input projections of all steps are one product
 //! per gate before the loop (`[S * B, I] x [I, H]`), which leaves each step
-//! the recurrent products and the elementwise gate arithmetic.
+//! the recurrent products and the elementwise gate arithmetic. On the CPU
+//! (`f32`, `f64`), an LSTM then runs all its steps as one op
+//! ([`FlaxenDevice::try_lstm_scan`]): the batch split over the threads
+//! once, one product of the hidden state with the four recurrent kernels
+//! per step, the gate arithmetic in one pass, and the recurrent kernels'
+//! gradients as one product per gate over all steps.
 //! `examples/bench_layers.rs` measures it.
 
 use dfdx::nn::{BuildModule, BuildOnDevice, Module, NonMutableModule};
@@ -166,6 +171,22 @@ pub trait RecurrentCell<E: Dtype, D: FlaxenDevice<E>> {
     /// The zero carry of a batch of `b`.
     fn try_zero_carry<B: Dim>(dev: &D, b: B) -> Result<Self::Carry<B>, D::Err>;
 
+    /// Every step in one op, where the device has a kernel for this cell:
+    /// the outputs `[S, B, H]` in the order the steps ran (by time with
+    /// `keep_order`), their backward pass on `tape`. `None`: run
+    /// [`try_step`](Self::try_step) step by step.
+    #[allow(clippy::type_complexity)]
+    fn try_scan<B: Dim, S: Dim, T: Tape<E, D>>(
+        &self,
+        proj: &[Tensor<(S, B, Self::Out), E, D>],
+        tape: &mut T,
+        reverse: bool,
+        keep_order: bool,
+    ) -> Option<Result<Tensor<(S, B, Self::Out), E, D>, D::Err>> {
+        let _ = (proj, tape, reverse, keep_order);
+        None
+    }
+
     /// One step from the step's input projections (as `try_project` orders
     /// them): the new carry and the step's output, whose tape holds the
     /// step's backward pass.
@@ -243,6 +264,27 @@ impl<const I: usize, const H: usize, E: Dtype, D: FlaxenDevice<E>> RecurrentCell
             dev.try_zeros_like(&(b, Const))?,
             dev.try_zeros_like(&(b, Const))?,
         ))
+    }
+
+    fn try_scan<B: Dim, S: Dim, T: Tape<E, D>>(
+        &self,
+        proj: &[Tensor<(S, B, Const<H>), E, D>],
+        tape: &mut T,
+        reverse: bool,
+        keep_order: bool,
+    ) -> Option<Result<Tensor<(S, B, Const<H>), E, D>, D::Err>> {
+        let xp: &[_; 4] = proj.try_into().ok()?;
+        let (w, b) = (
+            [
+                &self.hi.weight,
+                &self.hf.weight,
+                &self.hg.weight,
+                &self.ho.weight,
+            ],
+            [&self.hi.bias, &self.hf.bias, &self.hg.bias, &self.ho.bias],
+        );
+        let dev = xp[0].device().clone();
+        dev.try_lstm_scan(xp, tape, w, b, reverse, keep_order)
     }
 
     fn try_step<B: Dim, T: Tape<E, D>>(
@@ -350,28 +392,33 @@ impl<const I: usize, const H: usize, E: Dtype, D: FlaxenDevice<E>> RecurrentCell
 }
 
 impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
-    /// Runs the cell over the steps of `x` (from the last with `reverse`);
-    /// the outputs in the order the steps ran (only the last step's with
-    /// `last_only`), and the tape of the whole computation.
-    #[allow(clippy::type_complexity)]
+    /// Runs the cell over the steps of `x` (from the last with `reverse`):
+    /// all steps in one op where the device has a kernel for the cell
+    /// ([`Ran::All`], by time with `keep_order`), else step by step, the
+    /// outputs in the order the steps ran (only the last step's with
+    /// `last_only`) and the tape of the whole computation.
     pub(super) fn try_run<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
         &self,
         x: Tensor<(B, S, C::In), E, D, T>,
         reverse: bool,
         last_only: bool,
-    ) -> Result<(Vec<Tensor<(B, C::Out), E, D, T>>, T), D::Err>
+        keep_order: bool,
+    ) -> Result<Ran<B, S, C::Out, E, D, T>, D::Err>
     where
         C: RecurrentCell<E, D>,
     {
         let (b, s, _) = *x.shape();
         let steps = s.size();
         if steps == 0 {
-            return Ok((Vec::new(), x.split_tape().1));
+            return Ok(Ran::Steps(Vec::new(), x.split_tape().1));
         }
         let dev = x.device().clone();
         let (proj, mut tape) = self
             .cell
             .try_project(x.try_permute::<_, Axes3<1, 0, 2>>()?)?;
+        if let Some(hs) = self.cell.try_scan(&proj, &mut tape, reverse, keep_order) {
+            return Ok(Ran::All(hs?.put_tape(tape)));
+        }
         let mut carry = C::try_zero_carry(&dev, b)?;
         let mut ys = Vec::with_capacity(if last_only { 1 } else { steps });
         for k in 0..steps {
@@ -393,8 +440,37 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
                 ys.push(y);
             }
         }
-        Ok((ys, tape))
+        if reverse && keep_order {
+            ys.reverse();
+        }
+        Ok(Ran::Steps(ys, tape))
     }
+
+    /// The outputs of every step, `[B, S, H]`, in the order the steps ran
+    /// (by time with `keep_order`).
+    pub(super) fn try_run_stacked<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
+        &self,
+        x: Tensor<(B, S, C::In), E, D, T>,
+        reverse: bool,
+        keep_order: bool,
+    ) -> Result<Tensor<(B, S, C::Out), E, D, T>, D::Err>
+    where
+        C: RecurrentCell<E, D>,
+    {
+        let (b, s, _) = *x.shape();
+        let dev = x.device().clone();
+        match self.try_run(x, reverse, false, keep_order)? {
+            Ran::Steps(ys, tape) => stacked(ys, tape, &dev, (b, s)),
+            Ran::All(hs) => hs.try_permute::<_, Axes3<1, 0, 2>>(),
+        }
+    }
+}
+
+/// What [`Rnn::try_run`] ran: the steps one by one (their outputs, and the
+/// tape of everything), or all in one op (`[S, B, H]` on the tape).
+pub(super) enum Ran<B: Dim, S: Dim, H: ConstDim, E: Dtype, D: Storage<E>, T> {
+    Steps(Vec<Tensor<(B, H), E, D, T>>, T),
+    All(Tensor<(S, B, H), E, D, T>),
 }
 
 impl<C, const R: bool, const K: bool, B, S, E, D, T> Module<Tensor<(B, S, C::In), E, D, T>>
@@ -411,13 +487,7 @@ where
     type Error = D::Err;
 
     fn try_forward(&self, x: Tensor<(B, S, C::In), E, D, T>) -> Result<Self::Output, D::Err> {
-        let (b, s, _) = *x.shape();
-        let dev = x.device().clone();
-        let (mut ys, tape) = self.try_run(x, R, false)?;
-        if R && K {
-            ys.reverse();
-        }
-        stacked(ys, tape, &dev, (b, s))
+        self.try_run_stacked(x, R, K)
     }
 }
 
@@ -435,9 +505,13 @@ where
     type Error = D::Err;
 
     fn try_forward(&self, x: Tensor<(B, S, C::In), E, D, T>) -> Result<Self::Output, D::Err> {
-        let (b, _, _) = *x.shape();
+        let (b, s, _) = *x.shape();
         let dev = x.device().clone();
-        let (mut ys, tape) = self.try_run(x, R, true)?;
+        let (mut ys, tape) = match self.try_run(x, R, true, false)? {
+            Ran::Steps(ys, tape) => (ys, tape),
+            // The carry is the output of the step run last.
+            Ran::All(hs) => return hs.try_select(dev.try_tensor(s.size() - 1)?),
+        };
         let (y, t) = match ys.pop() {
             Some(y) => y.split_tape(),
             // No steps: the zero carry, as Flax's scan over nothing.
@@ -652,6 +726,87 @@ mod tests {
             }
         }
         assert_eq!(rnn.cell.hf.bias.as_vec(), vec![0.0; 7]);
+    }
+
+    /// The CPU's one-op LSTM against the cell run step by step in dfdx's
+    /// ops (`try_step`), in f64, for every direction and order: outputs,
+    /// and the gradients of the input and of every kernel and bias.
+    #[test]
+    fn fused_lstm_matches_the_steps() {
+        type Cell = builder::LstmCell<3, 5>;
+        let dev = Cpu::seed_from_u64(11);
+        let mut rnn = dev.build_module::<builder::Rnn<Cell, false, false, false>, f64>();
+        // Non-zero recurrent biases, so their gradients are tested too.
+        for d in [
+            &mut rnn.cell.hi,
+            &mut rnn.cell.hf,
+            &mut rnn.cell.hg,
+            &mut rnn.cell.ho,
+        ] {
+            d.bias = dev.sample_normal();
+        }
+        let x: Tensor<Rank3<4, 6, 3>, f64, _> = dev.sample_normal::<Rank3<4, 6, 3>>() * 2.0;
+        let w: Tensor<Rank3<4, 6, 5>, f64, _> = dev.sample_normal();
+        let params = |g: &Gradients<f64, Cpu>| -> Vec<Vec<f64>> {
+            let c = &rnn.cell;
+            let mut v = vec![g.get(&x).as_vec()];
+            for d in [&c.ii, &c.if_, &c.ig, &c.io] {
+                v.push(g.get(&d.weight).as_vec());
+            }
+            for d in [&c.hi, &c.hf, &c.hg, &c.ho] {
+                v.push(g.get(&d.weight).as_vec());
+                v.push(g.get(&d.bias).as_vec());
+            }
+            v
+        };
+        for (reverse, keep_order) in [(false, false), (true, false), (true, true)] {
+            let fused = match rnn
+                .try_run(x.leaky_trace(), reverse, false, keep_order)
+                .unwrap()
+            {
+                Ran::All(hs) => hs.try_permute::<_, Axes3<1, 0, 2>>().unwrap(),
+                Ran::Steps(..) => panic!("the CPU runs the LSTM in one op"),
+            };
+            // The steps, as `try_run` runs them without the kernel.
+            let (proj, mut tape) = rnn
+                .cell
+                .try_project(x.leaky_trace().permute::<_, Axes3<1, 0, 2>>())
+                .unwrap();
+            let mut carry = LstmCell::<3, 5, f64, Cpu>::try_zero_carry(&dev, Const::<4>).unwrap();
+            let mut ys = Vec::new();
+            for k in 0..6 {
+                let t = if reverse { 5 - k } else { k };
+                let xs = proj
+                    .iter()
+                    .map(|p| taped::<_, _, _, OwnedTape<f64, Cpu>>(p).select(dev.tensor(t)))
+                    .collect();
+                let (next, y) = rnn.cell.try_step(xs, carry).unwrap();
+                carry = next;
+                ys.push(y);
+            }
+            if keep_order {
+                ys.reverse();
+            }
+            let steps = stacked(
+                ys,
+                std::mem::take(&mut tape),
+                &dev,
+                (Const::<4>, Const::<6>),
+            )
+            .unwrap();
+            assert_eq!(fused.shape(), steps.shape());
+            for (a, b) in fused.as_vec().iter().zip(steps.as_vec()) {
+                assert!((a - b).abs() < 1e-12, "{reverse} {keep_order}: {a} {b}");
+            }
+            let ga = params(&(fused * w.clone()).sum().backward());
+            let gb = params(&(steps * w.clone()).sum().backward());
+            for (a, b) in ga.iter().zip(&gb) {
+                assert_eq!(a.len(), b.len());
+                for (a, b) in a.iter().zip(b) {
+                    assert!((a - b).abs() < 1e-12, "{reverse} {keep_order}: {a} {b}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use dfdx::nn::Module;
 use dfdx::prelude::*;
 
-use super::rnn::{stacked, RecurrentCell};
+use super::rnn::RecurrentCell;
 use super::{FlaxenDevice, Rnn};
 
 /// The per-example lengths, clamped to `1..=steps`.
@@ -87,8 +87,7 @@ where
         Some(i) => x.try_gather(i.clone())?,
         None => x,
     };
-    let (ys, tape) = rnn.try_run(x, false, false)?;
-    Ok((stacked(ys, tape, &dev, (b, s))?, flipped, lens))
+    Ok((rnn.try_run_stacked(x, false, false)?, flipped, lens))
 }
 
 impl<C, const R: bool, const K: bool, B, S, E, D, T>

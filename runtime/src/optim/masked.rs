@@ -100,7 +100,7 @@ pub const NO_DECAY_SUFFIXES: [&str; 4] = ["bias", "scale", "gamma", "beta"];
 /// A key is excluded when its last dotted segment is one of
 /// [`NO_DECAY_SUFFIXES`]: `bias` (dense, conv and norm offsets),
 /// `scale` (flaxen's `batch_norm_*` / `layer_norm_*` scales), `gamma` and
-/// `beta` (dfdx's `LayerNorm1D`). Every other key (`weight`, `kernel`,
+/// `beta` (`LayerNorm`'s, named as dfdx's `LayerNorm1D` names them). Every other key (`weight`, `kernel`,
 /// `embedding`, ...) is selected.
 ///
 /// ```

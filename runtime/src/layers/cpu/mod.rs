@@ -7,6 +7,7 @@
 //! gradient is moved out of the `Gradients` while the input gradients are
 //! written, then put back.
 
+pub(super) mod attention;
 mod conv;
 mod conv_transpose;
 mod dense;
@@ -14,6 +15,8 @@ mod direct;
 pub(super) mod gelu;
 mod gemm;
 mod im2col;
+pub(super) mod lstm;
+pub(super) mod norm;
 mod pool;
 pub(super) mod resize;
 mod scratch;

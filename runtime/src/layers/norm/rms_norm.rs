@@ -1,16 +1,16 @@
 //! Flax's `RMSNorm`.
 
-use crate::dtype::scalar;
 use dfdx::nn::{
     BuildModule, BuildOnDevice, Module, ModuleVisitor, NonMutableModule, ScalarOptions,
     TensorCollection, TensorOptions,
 };
 use dfdx::prelude::*;
 
-use super::builder;
+use super::{builder, LastAxis};
+use crate::layers::FlaxenDevice;
 
 /// Flax linen's `RMSNorm` over the last axis of `[batch, F]` or
-/// `[batch, S, F]` inputs: `x / sqrt(mean(x²) + epsilon) * scale`. No
+/// `[batch, S, F]` inputs (and `[F]`): `x / sqrt(mean(x²) + epsilon) * scale`. No
 /// batch statistics, so the same in training and inference, with or without
 /// a tape. Keys: `scale` (Flax's name), and the scalar `epsilon`.
 ///
@@ -68,50 +68,16 @@ impl<const F: usize, E: Dtype, D: Device<E>> TensorCollection<E, D> for RmsNorm<
 
 impl<const F: usize, E: Dtype, D: Storage<E>> NonMutableModule for RmsNorm<F, E, D> {}
 
-impl<const F: usize, E: Dtype, D: Device<E>> RmsNorm<F, E, D> {
-    /// `x / sqrt(mean(x², Last) + epsilon) * scale`, with `Last` the feature
-    /// axis and `Rest` the others (the axes `scale` is broadcast along).
-    fn normalize<S, R, Last: Axes, Rest: Axes, T: Tape<E, D>>(
-        &self,
-        x: Tensor<S, E, D, T>,
-    ) -> Result<Tensor<S, E, D, T>, D::Err>
-    where
-        S: Shape + ReduceShapeTo<R, Last>,
-        R: Shape + BroadcastShapeTo<S, Last>,
-        Rank1<F>: BroadcastShapeTo<S, Rest>,
-    {
-        let shape = *x.shape();
-        let inv_rms = x
-            .with_empty_tape()
-            .try_square()?
-            .try_mean::<R, Last>()?
-            .try_add(scalar::<E>(self.epsilon))?
-            .try_sqrt()?
-            .try_recip()?
-            .try_broadcast_like(&shape)?;
-        let scale = self.scale.retaped::<T>().try_broadcast_like(&shape)?;
-        x.try_mul(inv_rms)?.try_mul(scale)
-    }
-}
-
-impl<const F: usize, B: Dim, E: Dtype, D: Device<E>, T: Tape<E, D>>
-    Module<Tensor<(B, Const<F>), E, D, T>> for RmsNorm<F, E, D>
+impl<const F: usize, S: Shape, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>
+    Module<Tensor<S, E, D, T>> for RmsNorm<F, E, D>
+where
+    S: LastAxis<F>,
 {
-    type Output = Tensor<(B, Const<F>), E, D, T>;
+    type Output = Tensor<S, E, D, T>;
     type Error = D::Err;
 
-    fn try_forward(&self, x: Tensor<(B, Const<F>), E, D, T>) -> Result<Self::Output, D::Err> {
-        self.normalize::<_, (B,), Axis<1>, Axis<0>, T>(x)
-    }
-}
-
-impl<const F: usize, B: Dim, S: Dim, E: Dtype, D: Device<E>, T: Tape<E, D>>
-    Module<Tensor<(B, S, Const<F>), E, D, T>> for RmsNorm<F, E, D>
-{
-    type Output = Tensor<(B, S, Const<F>), E, D, T>;
-    type Error = D::Err;
-
-    fn try_forward(&self, x: Tensor<(B, S, Const<F>), E, D, T>) -> Result<Self::Output, D::Err> {
-        self.normalize::<_, (B, S), Axis<2>, Axes2<0, 1>, T>(x)
+    fn try_forward(&self, x: Tensor<S, E, D, T>) -> Result<Self::Output, D::Err> {
+        let dev = x.device().clone();
+        dev.try_norm_rows(x, false, &self.scale, None, self.epsilon)
     }
 }

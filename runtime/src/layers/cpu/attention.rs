@@ -1,0 +1,245 @@
+//! Multi-head dot-product attention after the projections, one pass per
+//! example forward and one backward: per head, `q kᵀ` into the weights'
+//! buffer, the mask and softmax in place on it, `w v` written straight into
+//! the joined `[Q, heads * depth]` rows. No head is copied out of its
+//! projection, no float mask is built, and the softmax's weights are the
+//! only thing kept for the backward pass besides the inputs.
+
+use dfdx::prelude::*;
+use rayon::prelude::*;
+
+use super::gemm::{matmul, Mat, MatMut};
+use super::{host_vec, Elem};
+
+/// Head `h`'s `[rows, depth]` columns of `[rows, features]` rows.
+fn head<E>(rows_buf: &[E], h: usize, rows: usize, depth: usize, features: usize) -> Mat<'_, E> {
+    Mat {
+        data: &rows_buf[h * depth..],
+        rows,
+        cols: depth,
+        rs: features,
+        cs: 1,
+    }
+}
+
+/// [`head`], writable.
+fn head_mut<E>(
+    rows_buf: &mut [E],
+    h: usize,
+    rows: usize,
+    depth: usize,
+    features: usize,
+) -> MatMut<'_, E> {
+    MatMut {
+        data: &mut rows_buf[h * depth..],
+        rows,
+        cols: depth,
+        rs: features,
+        cs: 1,
+    }
+}
+
+/// `[depth, rows]`: the transpose of head `h`'s columns.
+fn head_t<E>(rows_buf: &[E], h: usize, rows: usize, depth: usize, features: usize) -> Mat<'_, E> {
+    Mat {
+        data: &rows_buf[h * depth..],
+        rows: depth,
+        cols: rows,
+        rs: 1,
+        cs: features,
+    }
+}
+
+/// Flax's masked softmax of each `nk`-long row of `w`, in place: a masked
+/// logit becomes the dtype's minimum first (so a row with every key masked
+/// gets uniform weights, as Flax's does), then `exp(x - max) / sum`.
+fn masked_softmax_rows<E: Elem>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
+    if nk == 0 {
+        return;
+    }
+    for (i, row) in w.chunks_exact_mut(nk).enumerate() {
+        if let Some(m) = mask {
+            for (x, &keep) in row.iter_mut().zip(&m[i * nk..(i + 1) * nk]) {
+                if !keep {
+                    *x = E::min_value();
+                }
+            }
+        }
+        let max = row.iter().fold(E::neg_infinity(), |m, &x| m.max(x));
+        let mut sum = E::zero();
+        for x in row.iter_mut() {
+            *x = (*x - max).exp();
+            sum += *x;
+        }
+        for x in row.iter_mut() {
+            *x = *x / sum;
+        }
+    }
+}
+
+/// See [`FlaxenDevice::try_attention`](super::super::FlaxenDevice::try_attention).
+pub(in crate::layers) fn attention<E, B, Q, K, const F: usize, T>(
+    dev: &Cpu,
+    heads: usize,
+    q: Tensor<(B, Q, Const<F>), E, Cpu, T>,
+    k: Tensor<(B, K, Const<F>), E, Cpu, T>,
+    v: Tensor<(B, K, Const<F>), E, Cpu, T>,
+    mask: Option<Tensor<(B, Q, K), bool, Cpu>>,
+) -> Result<Tensor<(B, Q, Const<F>), E, Cpu, T>, CpuError>
+where
+    E: Elem,
+    B: Dim,
+    Q: Dim,
+    K: Dim,
+    T: Tape<E, Cpu>,
+{
+    assert!(
+        heads >= 1 && F.is_multiple_of(heads),
+        "attention: {heads} heads do not divide {F} features"
+    );
+    let (b, q_dim, _) = *q.shape();
+    let (bs, nq, nk) = (b.size(), q_dim.size(), k.shape().1.size());
+    let dh = F / heads;
+    let scale = E::from_f64(1.0 / (dh as f64).sqrt()).unwrap();
+    let (q, tq) = q.split_tape();
+    let (k, tk) = k.split_tape();
+    let (v, tv) = v.split_tape();
+    let mut tape = tq.merge(tk).merge(tv);
+    let (q_ghost, k_ghost, v_ghost) = (q.ghost(), k.ghost(), v.ghost());
+    // Flax scales the queries before the product, and so does this.
+    let mut qs = host_vec(q)?;
+    qs.par_iter_mut().for_each(|x| *x = *x * scale);
+    let (ks, vs) = (host_vec(k)?, host_vec(v)?);
+    let mask = mask.map(|m| m.as_vec());
+    let (q_len, k_len, w_len) = (nq * F, nk * F, heads * nq * nk);
+    let mut w = vec![E::zero(); bs * w_len];
+    let mut out = vec![E::zero(); bs * q_len];
+    if w_len > 0 && q_len > 0 {
+        out.par_chunks_mut(q_len)
+            .zip(w.par_chunks_mut(w_len))
+            .enumerate()
+            .for_each(|(e, (o, we))| {
+                let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
+                let me = mask.as_ref().map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
+                for (h, wh) in we.chunks_exact_mut(nq * nk).enumerate() {
+                    let logits = MatMut::rows(wh, nq, nk);
+                    matmul(
+                        logits,
+                        false,
+                        head(qe, h, nq, dh, F),
+                        head_t(ke, h, nk, dh, F),
+                    );
+                    masked_softmax_rows(wh, nk, me);
+                    let wv = head_mut(o, h, nq, dh, F);
+                    matmul(wv, false, Mat::rows(wh, nq, nk), head(ve, h, nk, dh, F));
+                }
+            });
+    }
+    let y = dev.try_tensor_from_vec(out, (b, q_dim, Const::<F>))?;
+    if T::OWNS_TAPE {
+        let y_ghost = y.ghost();
+        tape.add_backward_op(move |grads| {
+            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
+            let mut dq = std::mem::take(&mut **grads.get_or_alloc_mut(&q_ghost)?);
+            let mut dk = std::mem::take(&mut **grads.get_or_alloc_mut(&k_ghost)?);
+            let mut dv = std::mem::take(&mut **grads.get_or_alloc_mut(&v_ghost)?);
+            if w_len > 0 && q_len > 0 {
+                dq.par_chunks_mut(q_len)
+                    .zip(dk.par_chunks_mut(k_len))
+                    .zip(dv.par_chunks_mut(k_len))
+                    .enumerate()
+                    .for_each(|(e, ((dqe, dke), dve))| {
+                        let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
+                        let dye = &dy[e * q_len..];
+                        let me = mask.as_ref().map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
+                        let mut ds = vec![E::zero(); nq * nk];
+                        for (h, wh) in w[e * w_len..(e + 1) * w_len]
+                            .chunks_exact(nq * nk)
+                            .enumerate()
+                        {
+                            let dyh = head(dye, h, nq, dh, F);
+                            // dw = dy vᵀ, dv += wᵀ dy
+                            let dw = MatMut::rows(&mut ds, nq, nk);
+                            matmul(dw, false, dyh, head_t(ve, h, nk, dh, F));
+                            let dvh = head_mut(dve, h, nk, dh, F);
+                            matmul(dvh, true, Mat::transposed(wh, nk, nq), dyh);
+                            // The softmax's backward, nothing through a
+                            // masked logit (Flax's `where`).
+                            for (i, (d, p)) in
+                                ds.chunks_exact_mut(nk).zip(wh.chunks_exact(nk)).enumerate()
+                            {
+                                let dot = d.iter().zip(p).fold(E::zero(), |s, (&d, &p)| s + d * p);
+                                for (j, (d, &p)) in d.iter_mut().zip(p).enumerate() {
+                                    let keep = me.is_none_or(|m| m[i * nk + j]);
+                                    *d = if keep { p * (*d - dot) } else { E::zero() };
+                                }
+                            }
+                            // dk += dlogitsᵀ (q scale), dq += (dlogits k) scale
+                            let dkh = head_mut(dke, h, nk, dh, F);
+                            matmul(
+                                dkh,
+                                true,
+                                Mat::transposed(&ds, nk, nq),
+                                head(qe, h, nq, dh, F),
+                            );
+                            ds.iter_mut().for_each(|d| *d = *d * scale);
+                            let dqh = head_mut(dqe, h, nq, dh, F);
+                            matmul(dqh, true, Mat::rows(&ds, nq, nk), head(ke, h, nk, dh, F));
+                        }
+                    });
+            }
+            **grads.get_or_alloc_mut(&q_ghost)? = dq;
+            **grads.get_or_alloc_mut(&k_ghost)? = dk;
+            **grads.get_or_alloc_mut(&v_ghost)? = dv;
+            **grads.get_or_alloc_mut(&y_ghost)? = dy;
+            Ok(())
+        });
+    }
+    Ok(y.put_tape(tape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::attention::heads_composite;
+
+    /// The fused pass against dfdx's ops, in f64, on odd shapes with a mask
+    /// that hides some keys from every query and every key from one
+    /// query: values, and the gradients of `q`, `k` and `v`.
+    #[test]
+    fn matches_dfdx_ops_in_f64() {
+        let dev = Cpu::seed_from_u64(7);
+        let q: Tensor<Rank3<3, 5, 12>, f64, _> = dev.sample_normal::<Rank3<3, 5, 12>>() * 2.0;
+        let k: Tensor<Rank3<3, 7, 12>, f64, _> = dev.sample_normal::<Rank3<3, 7, 12>>() * 2.0;
+        let v: Tensor<Rank3<3, 7, 12>, f64, _> = dev.sample_normal();
+        let w: Tensor<Rank3<3, 5, 12>, f64, _> = dev.sample_normal();
+        let mask: Vec<bool> = (0..3 * 5 * 7)
+            .map(|i| (i / 7) % 5 != 2 && (i * 5) % 3 != 0)
+            .collect();
+        let mask: Tensor<Rank3<3, 5, 7>, bool, _> = dev.tensor_from_vec(mask, Default::default());
+        let run = |fused: bool| {
+            let (qt, kt, vt) = (q.leaky_trace(), k.leaky_trace(), v.leaky_trace());
+            let y = if fused {
+                attention(&dev, 3, qt, kt, vt, Some(mask.clone())).unwrap()
+            } else {
+                heads_composite(3, qt, kt, vt, Some(mask.clone()), None).unwrap()
+            };
+            let values = y.as_vec();
+            let g = (y * w.clone()).sum().backward();
+            (
+                values,
+                [g.get(&q).as_vec(), g.get(&k).as_vec(), g.get(&v).as_vec()],
+            )
+        };
+        let (ya, ga) = run(true);
+        let (yb, gb) = run(false);
+        for (a, b) in ya.iter().zip(&yb) {
+            assert!((a - b).abs() < 1e-12, "{a} {b}");
+        }
+        for (ga, gb) in ga.iter().zip(&gb) {
+            for (a, b) in ga.iter().zip(gb) {
+                assert!((a - b).abs() < 1e-12, "{a} {b}");
+            }
+        }
+    }
+}
