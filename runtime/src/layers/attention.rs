@@ -365,7 +365,7 @@ pub(crate) fn heads_composite<B, Q, K, const F: usize, E, D, T>(
     v: Tensor<(B, K, Const<F>), E, D, T>,
     mask: Option<Tensor<(B, Q, K), bool, D>>,
     dropout: Option<(f64, bool)>,
-) -> Result<Tensor<(B, Q, Const<F>), E, D, T>, D::Err>
+) -> Result<Rows<B, Q, F, E, D, T>, D::Err>
 where
     B: Dim,
     Q: Dim,
@@ -409,6 +409,7 @@ where
 /// Flax's masking and softmax over the keys of `[batch, heads, Q, K]`
 /// logits: a logit whose `[batch, Q, K]` mask entry is false becomes the
 /// dtype's minimum.
+#[allow(clippy::type_complexity)]
 fn masked_softmax<B: Dim, H: Dim, Q: Dim, K: Dim, E, D, T>(
     logits: Tensor<(B, H, Q, K), E, D, T>,
     mask: Option<Tensor<(B, Q, K), bool, D>>,

@@ -332,6 +332,7 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
     /// let y = dev.try_attention(2, q, kv.clone(), kv.clone(), Some(mask)).unwrap();
     /// assert_eq!(y.array()[0][1], kv.array()[0][0]);
     /// ```
+    #[allow(clippy::type_complexity)]
     fn try_attention<B: Dim, Q: Dim, K: Dim, const F: usize, T: Tape<E, Self>>(
         &self,
         heads: usize,

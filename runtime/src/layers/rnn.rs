@@ -397,6 +397,7 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
     /// ([`Ran::All`], by time with `keep_order`), else step by step, the
     /// outputs in the order the steps ran (only the last step's with
     /// `last_only`) and the tape of the whole computation.
+    #[allow(clippy::type_complexity)]
     pub(super) fn try_run<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
         &self,
         x: Tensor<(B, S, C::In), E, D, T>,
@@ -448,6 +449,7 @@ impl<C, const R: bool, const K: bool, const RC: bool> Rnn<C, R, K, RC> {
 
     /// The outputs of every step, `[B, S, H]`, in the order the steps ran
     /// (by time with `keep_order`).
+    #[allow(clippy::type_complexity)]
     pub(super) fn try_run_stacked<B: Dim, S: Dim, E: Dtype, D: FlaxenDevice<E>, T: Tape<E, D>>(
         &self,
         x: Tensor<(B, S, C::In), E, D, T>,

@@ -11,6 +11,9 @@ use rayon::prelude::*;
 use super::gemm::{matmul, Mat, MatMut};
 use super::{host_vec, Elem};
 
+/// `[batch, Q, F]` rows on the CPU.
+type Rows<B, Q, const F: usize, E, T> = Tensor<(B, Q, Const<F>), E, Cpu, T>;
+
 /// Head `h`'s `[rows, depth]` columns of `[rows, features]` rows.
 fn head<E>(rows_buf: &[E], h: usize, rows: usize, depth: usize, features: usize) -> Mat<'_, E> {
     Mat {
@@ -72,7 +75,7 @@ fn masked_softmax_rows<E: Elem>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
             sum += *x;
         }
         for x in row.iter_mut() {
-            *x = *x / sum;
+            *x /= sum;
         }
     }
 }
@@ -85,7 +88,7 @@ pub(in crate::layers) fn attention<E, B, Q, K, const F: usize, T>(
     k: Tensor<(B, K, Const<F>), E, Cpu, T>,
     v: Tensor<(B, K, Const<F>), E, Cpu, T>,
     mask: Option<Tensor<(B, Q, K), bool, Cpu>>,
-) -> Result<Tensor<(B, Q, Const<F>), E, Cpu, T>, CpuError>
+) -> Result<Rows<B, Q, F, E, T>, CpuError>
 where
     E: Elem,
     B: Dim,
@@ -108,7 +111,7 @@ where
     let (q_ghost, k_ghost, v_ghost) = (q.ghost(), k.ghost(), v.ghost());
     // Flax scales the queries before the product, and so does this.
     let mut qs = host_vec(q)?;
-    qs.par_iter_mut().for_each(|x| *x = *x * scale);
+    qs.par_iter_mut().for_each(|x| *x *= scale);
     let (ks, vs) = (host_vec(k)?, host_vec(v)?);
     let mask = mask.map(|m| m.as_vec());
     let (q_len, k_len, w_len) = (nq * F, nk * F, heads * nq * nk);
@@ -182,7 +185,7 @@ where
                                 Mat::transposed(&ds, nk, nq),
                                 head(qe, h, nq, dh, F),
                             );
-                            ds.iter_mut().for_each(|d| *d = *d * scale);
+                            ds.iter_mut().for_each(|d| *d *= scale);
                             let dqh = head_mut(dqe, h, nq, dh, F);
                             matmul(dqh, true, Mat::rows(&ds, nq, nk), head(ke, h, nk, dh, F));
                         }

@@ -13,25 +13,26 @@ fn rows_per_task(rows: usize) -> usize {
     super::chunking(rows)
 }
 
-/// Normalises `x`'s rows of `f` into `y` (`xhat`, before the scale and
-/// bias, into `xhat` when it is not empty) and each row's `1 / sqrt(var +
-/// eps)` into `inv`.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn forward_rows<E: Elem>(
-    x: &[E],
-    y: &mut [E],
-    xhat: &mut [E],
-    inv: &mut [E],
-    scale: &[E],
-    bias: &[E],
+/// What every row of one norm shares: the scale, the bias (empty: none),
+/// whether rows are centred (LayerNorm) or not (RMSNorm), epsilon.
+#[derive(Clone, Copy)]
+struct Norm<'a, E> {
+    scale: &'a [E],
+    bias: &'a [E],
     center: bool,
     eps: E,
-) {
+}
+
+/// Normalises `x`'s rows into `y` (`xhat`, before the scale and bias,
+/// into `xhat` when it is not empty) and each row's `1 / sqrt(var + eps)`
+/// into `inv`.
+#[inline(always)]
+fn forward_rows<E: Elem>(p: &Norm<'_, E>, x: &[E], y: &mut [E], xhat: &mut [E], inv: &mut [E]) {
+    let (scale, bias) = (p.scale, p.bias);
     let f = scale.len();
     let n = E::from_usize(f).unwrap();
     for (r, (xr, yr)) in x.chunks_exact(f).zip(y.chunks_exact_mut(f)).enumerate() {
-        let mean = if center {
+        let mean = if p.center {
             xr.iter().fold(E::zero(), |s, &v| s + v) / n
         } else {
             E::zero()
@@ -40,7 +41,7 @@ fn forward_rows<E: Elem>(
             .iter()
             .fold(E::zero(), |s, &v| s + (v - mean) * (v - mean))
             / n;
-        let k = E::one() / (var + eps).sqrt();
+        let k = E::one() / (var + p.eps).sqrt();
         inv[r] = k;
         for (j, (y, &v)) in yr.iter_mut().zip(xr).enumerate() {
             let h = (v - mean) * k;
@@ -55,36 +56,37 @@ fn forward_rows<E: Elem>(
 }
 
 simd_dispatch!(fn forward_simd<E: Elem>(
+    p: &Norm<'_, E>,
     x: &[E],
     y: &mut [E],
     xhat: &mut [E],
     inv: &mut [E],
-    scale: &[E],
-    bias: &[E],
-    center: bool,
-    eps: E,
 ) => forward_rows);
 
-/// `dx += ..` for rows of `f`, and the scale's and bias's gradients of
-/// these rows added into `dscale`, `dbias`.
+/// Gradients of one task's rows: `dx += ..`, and the scale's and bias's
+/// gradients of these rows added into `dscale`, `dbias`.
+struct RowGrads<'a, E> {
+    dx: &'a mut [E],
+    dscale: Vec<E>,
+    dbias: Vec<E>,
+}
+
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn backward_rows<E: Elem>(
+    p: &Norm<'_, E>,
     dy: &[E],
     xhat: &[E],
     inv: &[E],
-    scale: &[E],
-    center: bool,
-    dx: &mut [E],
-    dscale: &mut [E],
-    dbias: &mut [E],
+    out: &mut RowGrads<'_, E>,
 ) {
+    let scale = p.scale;
     let f = scale.len();
     let n = E::from_usize(f).unwrap();
+    let (dscale, dbias) = (&mut out.dscale, &mut out.dbias);
     for (r, ((g, h), d)) in dy
         .chunks_exact(f)
         .zip(xhat.chunks_exact(f))
-        .zip(dx.chunks_exact_mut(f))
+        .zip(out.dx.chunks_exact_mut(f))
         .enumerate()
     {
         // With gs = dy * scale: dx = inv (gs - mean(gs) - xhat mean(gs xhat)),
@@ -97,7 +99,7 @@ fn backward_rows<E: Elem>(
             dscale[j] += g[j] * h[j];
             dbias[j] += g[j];
         }
-        let mean = if center { sum / n } else { E::zero() };
+        let mean = if p.center { sum / n } else { E::zero() };
         let (dot, k) = (dot / n, inv[r]);
         for j in 0..f {
             d[j] += k * (g[j] * scale[j] - mean - h[j] * dot);
@@ -106,14 +108,11 @@ fn backward_rows<E: Elem>(
 }
 
 simd_dispatch!(fn backward_simd<E: Elem>(
+    p: &Norm<'_, E>,
     dy: &[E],
     xhat: &[E],
     inv: &[E],
-    scale: &[E],
-    center: bool,
-    dx: &mut [E],
-    dscale: &mut [E],
-    dbias: &mut [E],
+    out: &mut RowGrads<'_, E>,
 ) => backward_rows);
 
 /// See [`FlaxenDevice::try_norm_rows`](super::super::FlaxenDevice::try_norm_rows).
@@ -142,8 +141,12 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
     let mut xhat = vec![E::zero(); if T::OWNS_TAPE { n } else { 0 }];
     let mut inv = vec![E::zero(); rows];
     let per = rows_per_task(rows);
-    let empty: &[E] = &[];
-    let bias_s = bs.as_deref().unwrap_or(empty);
+    let norm = Norm {
+        scale: &ss,
+        bias: bs.as_deref().unwrap_or(&[]),
+        center,
+        eps,
+    };
     if rows > 0 {
         let hat_chunk = if T::OWNS_TAPE { per * F } else { 0 };
         let mut hats: Vec<&mut [E]> = match hat_chunk {
@@ -154,7 +157,7 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
             .zip(xs.par_chunks(per * F))
             .zip(inv.par_chunks_mut(per))
             .zip(hats.par_iter_mut())
-            .for_each(|(((y, x), k), h)| forward_simd(x, y, h, k, &ss, bias_s, center, eps));
+            .for_each(|(((y, x), k), h)| forward_simd(&norm, x, y, h, k));
     }
     let y = dev.try_tensor_from_vec(ys, shape)?;
     if T::OWNS_TAPE {
@@ -171,9 +174,19 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
                 .zip(xhat.par_chunks(per * F))
                 .zip(inv.par_chunks(per))
                 .map(|(((dx, dy), h), k)| {
-                    let (mut ds, mut db) = (vec![E::zero(); F], vec![E::zero(); F]);
-                    backward_simd(dy, h, k, &ss, center, dx, &mut ds, &mut db);
-                    (ds, db)
+                    let mut out = RowGrads {
+                        dx,
+                        dscale: vec![E::zero(); F],
+                        dbias: vec![E::zero(); F],
+                    };
+                    let norm = Norm {
+                        scale: &ss,
+                        bias: &[],
+                        center,
+                        eps,
+                    };
+                    backward_simd(&norm, dy, h, k, &mut out);
+                    (out.dscale, out.dbias)
                 })
                 .collect();
             let ds = grads.get_or_alloc_mut(&s_ghost)?;
