@@ -229,36 +229,37 @@ pub trait FlaxenDevice<E: Dtype>: Device<E> {
         x.try_fast_gelu()
     }
 
-    /// Normalises each row of `x`'s last axis (`F` features; `x` holds
-    /// `rows * F` values): with `center`, Flax's `LayerNorm`, `(x -
-    /// mean) / sqrt(var + epsilon) * scale + bias`; without, its `RMSNorm`,
-    /// `x / sqrt(mean(x²) + epsilon) * scale` (`bias` is `None` there).
-    /// Records the gradients of `x`, `scale` and `bias`.
+    /// Normalises `x` as `layout` says: each row of `layout.row` values
+    /// by its own mean (when `layout.center`) and variance, `(x - mean) /
+    /// sqrt(var + epsilon)`, then `* scale + bias` with one scale entry per
+    /// `layout.plane` values. Flax's `LayerNorm` and `RMSNorm` (whose
+    /// `bias` is `None`) over the last axis, and its `GroupNorm`
+    /// ([`NormRows`](super::NormRows)). Records the gradients of `x`,
+    /// `scale` and `bias`.
     ///
-    /// The default is dfdx's ops (dfdx's `normalize` for `LayerNorm`); the
-    /// CPU runs one pass over each row forward and one backward for `f32`
-    /// and `f64`.
+    /// The default is dfdx's ops (its `normalize` when centred); the CPU
+    /// runs one pass over each row forward and one backward for `f32` and
+    /// `f64`.
     ///
     /// ```
     /// use dfdx::prelude::*;
-    /// use flaxen_runtime::layers::FlaxenDevice;
+    /// use flaxen_runtime::layers::{FlaxenDevice, NormRows};
     ///
     /// let dev: Cpu = Default::default();
     /// let x: Tensor<Rank2<1, 2>, f64, _> = dev.tensor([[3.0, 4.0]]);
     /// let scale = dev.tensor([1.0, 2.0]);
-    /// let y = dev.try_norm_rows(x, false, &scale, None, 0.0).unwrap();
-    /// let rms = 12.5f64.sqrt();
-    /// assert!((y.array()[0][1] - 8.0 / rms).abs() < 1e-12);
+    /// let rms = NormRows::features(2, false, 0.0);
+    /// let y = dev.try_norm_rows(x, rms, &scale, None).unwrap();
+    /// assert!((y.array()[0][1] - 8.0 / 12.5f64.sqrt()).abs() < 1e-12);
     /// ```
     fn try_norm_rows<S: Shape, const F: usize, T: Tape<E, Self>>(
         &self,
         x: Tensor<S, E, Self, T>,
-        center: bool,
+        layout: super::NormRows,
         scale: &Tensor<Rank1<F>, E, Self>,
         bias: Option<&Tensor<Rank1<F>, E, Self>>,
-        epsilon: f64,
     ) -> Result<Tensor<S, E, Self, T>, Self::Err> {
-        super::norm::norm_rows_composite(x, center, scale, bias, epsilon)
+        super::norm::norm_rows_composite(x, layout, scale, bias)
     }
 
     /// Flax's `LSTMCell` over a whole sequence in one op, where the device
@@ -493,12 +494,11 @@ macro_rules! impl_with_cpu_kernels {
             fn try_norm_rows<S: Shape, const F: usize, T: Tape<$e, Self>>(
                 &self,
                 x: Tensor<S, $e, Self, T>,
-                center: bool,
+                layout: super::NormRows,
                 scale: &Tensor<Rank1<F>, $e, Self>,
                 bias: Option<&Tensor<Rank1<F>, $e, Self>>,
-                epsilon: f64,
             ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
-                cpu::norm::norm_rows(self, x, center, scale, bias, epsilon)
+                cpu::norm::norm_rows(self, x, layout, scale, bias)
             }
 
             fn try_lstm_scan<S: Dim, B: Dim, const H: usize, T: Tape<$e, Self>>(

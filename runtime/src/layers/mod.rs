@@ -73,7 +73,7 @@ pub use flatten::Flatten2D;
 pub use fused::{conv_block, ConvLayer};
 pub use gelu::Gelu;
 pub use mask::{AttentionMask, CausalMask, CombineMasks};
-pub use norm::{BatchNorm, GroupNorm, InferenceTape, LastAxis, LayerNorm, RmsNorm};
+pub use norm::{BatchNorm, GroupNorm, InferenceTape, LastAxis, LayerNorm, NormRows, RmsNorm};
 pub use pool::{AvgPool2D, MaxPool2D};
 pub use relu::Relu;
 pub use remat::{Remat, RematInput, RematPart, TapedTensor};

@@ -1,4 +1,5 @@
-//! LayerNorm and RMSNorm over the last axis: each row normalised in one
+//! LayerNorm, RMSNorm and GroupNorm: each row (a LayerNorm's features, a
+//! GroupNorm's group of channels over all positions) normalised in one
 //! pass forward, and its gradient in one pass backward, from the
 //! normalised rows and each row's inverse deviation kept by the forward.
 
@@ -6,33 +7,44 @@ use dfdx::prelude::*;
 use rayon::prelude::*;
 
 use super::{host_vec, Elem};
+use crate::layers::NormRows;
 
-/// Rows per rayon task, and the partial sums of the scale's and bias's
-/// gradients each task keeps.
-fn rows_per_task(rows: usize) -> usize {
-    super::chunking(rows)
-}
-
-/// What every row of one norm shares: the scale, the bias (empty: none),
-/// whether rows are centred (LayerNorm) or not (RMSNorm), epsilon.
+/// What every row of one norm shares: the scale (all of it), the bias
+/// (empty: none), the row's layout, epsilon.
 #[derive(Clone, Copy)]
 struct Norm<'a, E> {
     scale: &'a [E],
     bias: &'a [E],
-    center: bool,
+    layout: NormRows,
     eps: E,
 }
 
-/// Normalises `x`'s rows into `y` (`xhat`, before the scale and bias,
-/// into `xhat` when it is not empty) and each row's `1 / sqrt(var + eps)`
-/// into `inv`.
+impl<E: Elem> Norm<'_, E> {
+    /// The scale entries of row `r`: `row / plane` of them, one per
+    /// `plane` values, the rows cycling through the scale.
+    #[inline(always)]
+    fn first_entry(&self, r: usize) -> usize {
+        let per_row = self.layout.row / self.layout.plane;
+        (r * per_row) % self.scale.len()
+    }
+}
+
+/// Normalises `x`'s rows (the first is row `r0`) into `y` (`xhat`, before
+/// the scale and bias, into `xhat` when it is not empty) and each row's
+/// `1 / sqrt(var + eps)` into `inv`.
 #[inline(always)]
-fn forward_rows<E: Elem>(p: &Norm<'_, E>, x: &[E], y: &mut [E], xhat: &mut [E], inv: &mut [E]) {
-    let (scale, bias) = (p.scale, p.bias);
-    let f = scale.len();
-    let n = E::from_usize(f).unwrap();
-    for (r, (xr, yr)) in x.chunks_exact(f).zip(y.chunks_exact_mut(f)).enumerate() {
-        let mean = if p.center {
+fn forward_rows<E: Elem>(
+    p: &Norm<'_, E>,
+    r0: usize,
+    x: &[E],
+    y: &mut [E],
+    xhat: &mut [E],
+    inv: &mut [E],
+) {
+    let (row, plane) = (p.layout.row, p.layout.plane);
+    let n = E::from_usize(row).unwrap();
+    for (r, (xr, yr)) in x.chunks_exact(row).zip(y.chunks_exact_mut(row)).enumerate() {
+        let mean = if p.layout.center {
             xr.iter().fold(E::zero(), |s, &v| s + v) / n
         } else {
             E::zero()
@@ -43,12 +55,32 @@ fn forward_rows<E: Elem>(p: &Norm<'_, E>, x: &[E], y: &mut [E], xhat: &mut [E], 
             / n;
         let k = E::one() / (var + p.eps).sqrt();
         inv[r] = k;
-        for (j, (y, &v)) in yr.iter_mut().zip(xr).enumerate() {
-            let h = (v - mean) * k;
-            *y = h * scale[j] + if bias.is_empty() { E::zero() } else { bias[j] };
+        let first = p.first_entry(r0 + r);
+        if plane == 1 {
+            let s = &p.scale[first..first + row];
+            for (j, (y, &v)) in yr.iter_mut().zip(xr).enumerate() {
+                let b = if p.bias.is_empty() {
+                    E::zero()
+                } else {
+                    p.bias[first + j]
+                };
+                *y = (v - mean) * k * s[j] + b;
+            }
+        }
+        let segments = yr.chunks_exact_mut(plane).zip(xr.chunks_exact(plane));
+        for (c, (ys, xs)) in segments.enumerate().filter(|_| plane > 1) {
+            let s = p.scale[first + c];
+            let b = if p.bias.is_empty() {
+                E::zero()
+            } else {
+                p.bias[first + c]
+            };
+            for (y, &v) in ys.iter_mut().zip(xs) {
+                *y = (v - mean) * k * s + b;
+            }
         }
         if !xhat.is_empty() {
-            for (h, &v) in xhat[r * f..(r + 1) * f].iter_mut().zip(xr) {
+            for (h, &v) in xhat[r * row..(r + 1) * row].iter_mut().zip(xr) {
                 *h = (v - mean) * k;
             }
         }
@@ -57,6 +89,7 @@ fn forward_rows<E: Elem>(p: &Norm<'_, E>, x: &[E], y: &mut [E], xhat: &mut [E], 
 
 simd_dispatch!(fn forward_simd<E: Elem>(
     p: &Norm<'_, E>,
+    r0: usize,
     x: &[E],
     y: &mut [E],
     xhat: &mut [E],
@@ -64,7 +97,8 @@ simd_dispatch!(fn forward_simd<E: Elem>(
 ) => forward_rows);
 
 /// Gradients of one task's rows: `dx += ..`, and the scale's and bias's
-/// gradients of these rows added into `dscale`, `dbias`.
+/// gradients of these rows added into `dscale`, `dbias` (the scale's
+/// length each).
 struct RowGrads<'a, E> {
     dx: &'a mut [E],
     dscale: Vec<E>,
@@ -74,41 +108,69 @@ struct RowGrads<'a, E> {
 #[inline(always)]
 fn backward_rows<E: Elem>(
     p: &Norm<'_, E>,
+    r0: usize,
     dy: &[E],
     xhat: &[E],
     inv: &[E],
     out: &mut RowGrads<'_, E>,
 ) {
-    let scale = p.scale;
-    let f = scale.len();
-    let n = E::from_usize(f).unwrap();
+    let (row, plane) = (p.layout.row, p.layout.plane);
+    let n = E::from_usize(row).unwrap();
     let (dscale, dbias) = (&mut out.dscale, &mut out.dbias);
     for (r, ((g, h), d)) in dy
-        .chunks_exact(f)
-        .zip(xhat.chunks_exact(f))
-        .zip(out.dx.chunks_exact_mut(f))
+        .chunks_exact(row)
+        .zip(xhat.chunks_exact(row))
+        .zip(out.dx.chunks_exact_mut(row))
         .enumerate()
     {
         // With gs = dy * scale: dx = inv (gs - mean(gs) - xhat mean(gs xhat)),
         // without the mean(gs) term when the rows were not centred.
+        let first = p.first_entry(r0 + r);
         let (mut sum, mut dot) = (E::zero(), E::zero());
-        for j in 0..f {
-            let gs = g[j] * scale[j];
-            sum += gs;
-            dot += gs * h[j];
-            dscale[j] += g[j] * h[j];
-            dbias[j] += g[j];
+        if plane == 1 {
+            let s = &p.scale[first..first + row];
+            for j in 0..row {
+                let gs = g[j] * s[j];
+                sum += gs;
+                dot += gs * h[j];
+                dscale[first + j] += g[j] * h[j];
+                dbias[first + j] += g[j];
+            }
+            let mean = if p.layout.center { sum / n } else { E::zero() };
+            let (dot, k) = (dot / n, inv[r]);
+            for j in 0..row {
+                d[j] += k * (g[j] * s[j] - mean - h[j] * dot);
+            }
+            continue;
         }
-        let mean = if p.center { sum / n } else { E::zero() };
+        for (c, (gc, hc)) in g.chunks_exact(plane).zip(h.chunks_exact(plane)).enumerate() {
+            let s = p.scale[first + c];
+            let (mut gsum, mut ghat) = (E::zero(), E::zero());
+            for (&g, &h) in gc.iter().zip(hc) {
+                gsum += g;
+                ghat += g * h;
+            }
+            sum += gsum * s;
+            dot += ghat * s;
+            dscale[first + c] += ghat;
+            dbias[first + c] += gsum;
+        }
+        let mean = if p.layout.center { sum / n } else { E::zero() };
         let (dot, k) = (dot / n, inv[r]);
-        for j in 0..f {
-            d[j] += k * (g[j] * scale[j] - mean - h[j] * dot);
+        let segments = d.chunks_exact_mut(plane).zip(g.chunks_exact(plane));
+        for (c, (dc, gc)) in segments.enumerate() {
+            let s = p.scale[first + c];
+            let hc = &h[c * plane..(c + 1) * plane];
+            for ((d, &g), &h) in dc.iter_mut().zip(gc).zip(hc) {
+                *d += k * (g * s - mean - h * dot);
+            }
         }
     }
 }
 
 simd_dispatch!(fn backward_simd<E: Elem>(
     p: &Norm<'_, E>,
+    r0: usize,
     dy: &[E],
     xhat: &[E],
     inv: &[E],
@@ -119,45 +181,42 @@ simd_dispatch!(fn backward_simd<E: Elem>(
 pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E, Cpu>>(
     dev: &Cpu,
     x: Tensor<S, E, Cpu, T>,
-    center: bool,
+    layout: NormRows,
     scale: &Tensor<Rank1<F>, E, Cpu>,
     bias: Option<&Tensor<Rank1<F>, E, Cpu>>,
-    epsilon: f64,
 ) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
     let shape = *x.shape();
     let n = shape.num_elements();
-    assert!(
-        F > 0 && n.is_multiple_of(F),
-        "norm over {F} features of a tensor of {n} values"
-    );
-    let rows = n / F;
+    layout.check(n, F);
+    let row = layout.row;
+    let rows = n / row;
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
     let ss = host_vec(scale.clone())?;
     let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
-    let eps = E::from_f64(epsilon).unwrap();
+    let eps = E::from_f64(layout.epsilon).unwrap();
     let mut ys = vec![E::zero(); n];
     let mut xhat = vec![E::zero(); if T::OWNS_TAPE { n } else { 0 }];
     let mut inv = vec![E::zero(); rows];
-    let per = rows_per_task(rows);
+    let per = super::chunking(rows);
     let norm = Norm {
         scale: &ss,
         bias: bs.as_deref().unwrap_or(&[]),
-        center,
+        layout,
         eps,
     };
     if rows > 0 {
-        let hat_chunk = if T::OWNS_TAPE { per * F } else { 0 };
-        let mut hats: Vec<&mut [E]> = match hat_chunk {
-            0 => (0..rows.div_ceil(per)).map(|_| &mut [][..]).collect(),
-            c => xhat.chunks_mut(c).collect(),
+        let mut hats: Vec<&mut [E]> = match T::OWNS_TAPE {
+            false => (0..rows.div_ceil(per)).map(|_| &mut [][..]).collect(),
+            true => xhat.chunks_mut(per * row).collect(),
         };
-        ys.par_chunks_mut(per * F)
-            .zip(xs.par_chunks(per * F))
+        ys.par_chunks_mut(per * row)
+            .zip(xs.par_chunks(per * row))
             .zip(inv.par_chunks_mut(per))
             .zip(hats.par_iter_mut())
-            .for_each(|(((y, x), k), h)| forward_simd(&norm, x, y, h, k));
+            .enumerate()
+            .for_each(|(t, (((y, x), k), h))| forward_simd(&norm, t * per, x, y, h, k));
     }
     let y = dev.try_tensor_from_vec(ys, shape)?;
     if T::OWNS_TAPE {
@@ -167,25 +226,26 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
             let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            let norm = Norm {
+                scale: &ss,
+                bias: &[],
+                layout,
+                eps,
+            };
             // Per task: its rows' scale and bias gradients, summed after.
             let partial: Vec<(Vec<E>, Vec<E>)> = dx
-                .par_chunks_mut(per * F)
-                .zip(dy.par_chunks(per * F))
-                .zip(xhat.par_chunks(per * F))
+                .par_chunks_mut(per * row)
+                .zip(dy.par_chunks(per * row))
+                .zip(xhat.par_chunks(per * row))
                 .zip(inv.par_chunks(per))
-                .map(|(((dx, dy), h), k)| {
+                .enumerate()
+                .map(|(t, (((dx, dy), h), k))| {
                     let mut out = RowGrads {
                         dx,
                         dscale: vec![E::zero(); F],
                         dbias: vec![E::zero(); F],
                     };
-                    let norm = Norm {
-                        scale: &ss,
-                        bias: &[],
-                        center,
-                        eps,
-                    };
-                    backward_simd(&norm, dy, h, k, &mut out);
+                    backward_simd(&norm, t * per, dy, h, k, &mut out);
                     (out.dscale, out.dbias)
                 })
                 .collect();
@@ -211,40 +271,62 @@ mod tests {
     use super::*;
     use crate::layers::norm::norm_rows_composite;
 
-    /// LayerNorm (with and without a bias) and RMSNorm against dfdx's ops,
-    /// in f64, on 3 x 5 rows of 13 features: values, and the gradients of
-    /// the input, the scale and the bias.
-    #[test]
-    fn matches_dfdx_ops_in_f64() {
+    /// The fused passes against dfdx's ops in f64: values, and the
+    /// gradients of the input, the scale and the bias (when there is one).
+    fn matches_dfdx_ops<S: ConstShape, const F: usize>(layout: NormRows, biased: bool)
+    where
+        Cpu: SampleTensor<f64>,
+    {
         let dev = Cpu::seed_from_u64(3);
-        let x: Tensor<Rank3<3, 5, 13>, f64, _> = dev.sample_normal::<Rank3<3, 5, 13>>() * 3.0 + 1.5;
-        let w: Tensor<Rank3<3, 5, 13>, f64, _> = dev.sample_normal();
-        let s: Tensor<Rank1<13>, f64, _> = dev.sample_normal();
-        let b: Tensor<Rank1<13>, f64, _> = dev.sample_normal();
-        for (center, biased) in [(true, true), (true, false), (false, false)] {
-            let run = |fused: bool| {
-                let bias = biased.then_some(&b);
-                let y = if fused {
-                    norm_rows(&dev, x.leaky_trace(), center, &s, bias, 1e-3).unwrap()
-                } else {
-                    norm_rows_composite(x.leaky_trace(), center, &s, bias, 1e-3).unwrap()
-                };
-                let values = y.as_vec();
-                let g = (y * w.clone()).sum().backward();
-                let db = if biased { g.get(&b).as_vec() } else { vec![] };
-                (values, [g.get(&x).as_vec(), g.get(&s).as_vec(), db])
+        let shape = S::default();
+        let x = dev.sample_normal_like(&shape) * 3.0 + 1.5;
+        let w = dev.sample_normal_like(&shape);
+        let s: Tensor<Rank1<F>, f64, _> = dev.sample_normal();
+        let b: Tensor<Rank1<F>, f64, _> = dev.sample_normal();
+        let run = |fused: bool| {
+            let bias = biased.then_some(&b);
+            let y = if fused {
+                norm_rows(&dev, x.leaky_trace(), layout, &s, bias).unwrap()
+            } else {
+                norm_rows_composite(x.leaky_trace(), layout, &s, bias).unwrap()
             };
-            let (ya, ga) = run(true);
-            let (yb, gb) = run(false);
-            for (a, b) in ya.iter().zip(&yb) {
-                assert!((a - b).abs() < 1e-12, "{center} {biased}: {a} {b}");
-            }
-            for (ga, gb) in ga.iter().zip(&gb) {
-                assert_eq!(ga.len(), gb.len());
-                for (a, b) in ga.iter().zip(gb) {
-                    assert!((a - b).abs() < 1e-12, "{center} {biased}: {a} {b}");
-                }
+            let values = y.as_vec();
+            let g = (y * w.clone()).sum().backward();
+            let db = if biased { g.get(&b).as_vec() } else { vec![] };
+            (values, [g.get(&x).as_vec(), g.get(&s).as_vec(), db])
+        };
+        let (ya, ga) = run(true);
+        let (yb, gb) = run(false);
+        for (a, b) in ya.iter().zip(&yb) {
+            assert!((a - b).abs() < 1e-12, "{layout:?}: {a} {b}");
+        }
+        for (ga, gb) in ga.iter().zip(&gb) {
+            assert_eq!(ga.len(), gb.len());
+            for (a, b) in ga.iter().zip(gb) {
+                assert!((a - b).abs() < 1e-12, "{layout:?}: {a} {b}");
             }
         }
+    }
+
+    /// LayerNorm with and without a bias, and RMSNorm, on 3 x 5 rows of 13
+    /// features.
+    #[test]
+    fn layer_and_rms_norm_match_dfdx_ops_in_f64() {
+        for (center, biased) in [(true, true), (true, false), (false, false)] {
+            let layout = NormRows::features(13, center, 1e-3);
+            matches_dfdx_ops::<Rank3<3, 5, 13>, 13>(layout, biased);
+        }
+    }
+
+    /// GroupNorm: 6 channels of 5 x 3 in 2 groups, 3 examples.
+    #[test]
+    fn group_norm_matches_dfdx_ops_in_f64() {
+        let layout = NormRows {
+            row: 3 * 15,
+            plane: 15,
+            center: true,
+            epsilon: 1e-3,
+        };
+        matches_dfdx_ops::<Rank4<3, 6, 5, 3>, 6>(layout, true);
     }
 }

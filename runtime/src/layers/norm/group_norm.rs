@@ -1,13 +1,13 @@
 //! Flax's `GroupNorm`.
 
-use crate::dtype::scalar;
 use dfdx::nn::{
     BuildModule, BuildOnDevice, Module, ModuleVisitor, NonMutableModule, ScalarOptions,
     TensorCollection, TensorOptions,
 };
 use dfdx::prelude::*;
 
-use super::builder;
+use super::{builder, NormRows};
+use crate::layers::FlaxenDevice;
 
 /// Flax linen's `GroupNorm` over `[batch, C, H, W]` (NCHW) inputs: the `C`
 /// channels form `G` groups of `C / G`; each example's group is normalized
@@ -108,7 +108,7 @@ impl<
         H: Dim,
         W: Dim,
         E: Dtype,
-        D: Device<E>,
+        D: FlaxenDevice<E>,
         T: Tape<E, D>,
     > Module<Tensor<(B, Const<C>, H, W), E, D, T>> for GroupNorm<C, G, E, D>
 {
@@ -116,36 +116,16 @@ impl<
     type Error = D::Err;
 
     fn try_forward(&self, x: Tensor<(B, Const<C>, H, W), E, D, T>) -> Result<Self::Output, D::Err> {
-        let shape = *x.shape();
-        let groups = Self::GROUPS;
+        let (_, _, h, w) = *x.shape();
+        let plane = h.size() * w.size();
         // Each example's group is one row of `C / G * H * W` values.
-        let grouped_shape = (
-            shape.0.size(),
-            groups,
-            C / groups * shape.2.size() * shape.3.size(),
-        );
-        let grouped = x.try_reshape_like(&grouped_shape)?;
-        let mean = grouped
-            .with_empty_tape()
-            .try_mean::<(usize, usize), Axis<2>>()?
-            .try_broadcast_like::<_, Axis<2>>(&grouped_shape)?;
-        let centered = grouped.try_sub(mean)?;
-        let std = centered
-            .with_empty_tape()
-            .try_square()?
-            .try_mean::<(usize, usize), Axis<2>>()?
-            .try_add(scalar::<E>(self.epsilon))?
-            .try_sqrt()?
-            .try_broadcast_like::<_, Axis<2>>(&grouped_shape)?;
-        let normed = centered.try_div(std)?.try_reshape_like(&shape)?;
-        let scale = self
-            .scale
-            .retaped::<T>()
-            .try_broadcast_like::<_, Axes3<0, 2, 3>>(&shape)?;
-        let bias = self
-            .bias
-            .retaped::<T>()
-            .try_broadcast_like::<_, Axes3<0, 2, 3>>(&shape)?;
-        normed.try_mul(scale)?.try_add(bias)
+        let layout = NormRows {
+            row: C / Self::GROUPS * plane,
+            plane,
+            center: true,
+            epsilon: self.epsilon,
+        };
+        let dev = x.device().clone();
+        dev.try_norm_rows(x, layout, &self.scale, Some(&self.bias))
     }
 }

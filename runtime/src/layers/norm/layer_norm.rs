@@ -6,7 +6,7 @@ use dfdx::nn::{
 };
 use dfdx::prelude::*;
 
-use super::builder;
+use super::{builder, NormRows};
 use crate::layers::FlaxenDevice;
 
 /// Flax linen's `LayerNorm` over the last axis of `[F]`, `[batch, F]` or
@@ -94,7 +94,8 @@ where
 
     fn try_forward(&self, x: Tensor<S, E, D, T>) -> Result<Self::Output, D::Err> {
         let dev = x.device().clone();
-        dev.try_norm_rows(x, true, &self.gamma, Some(&self.beta), self.epsilon)
+        let layout = NormRows::features(F, true, self.epsilon);
+        dev.try_norm_rows(x, layout, &self.gamma, Some(&self.beta))
     }
 }
 

@@ -21,14 +21,59 @@ pub use rms_norm::RmsNorm;
 use crate::dtype::scalar;
 use dfdx::prelude::*;
 
+/// How [`FlaxenDevice::try_norm_rows`](super::FlaxenDevice::try_norm_rows)
+/// normalises a tensor: as rows of `row` values, each with its own mean
+/// (when `center`) and variance; one scale (and bias) entry per `plane`
+/// consecutive values of a row, the rows going through the scale in turn.
+/// LayerNorm and RMSNorm over `F` features are rows of `F` with a plane
+/// of 1; GroupNorm over `[C, H, W]` in `G` groups, rows of `C / G * H * W`
+/// with a plane of `H * W`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormRows {
+    /// Values normalised together.
+    pub row: usize,
+    /// Consecutive values that share a scale entry.
+    pub plane: usize,
+    /// Subtract the mean (LayerNorm, GroupNorm) or not (RMSNorm).
+    pub center: bool,
+    /// Added to the variance (mean square) before the square root.
+    pub epsilon: f64,
+}
+
+impl NormRows {
+    /// Flax's `LayerNorm` (`center`) or `RMSNorm` over `features`.
+    pub fn features(features: usize, center: bool, epsilon: f64) -> Self {
+        Self {
+            row: features,
+            plane: 1,
+            center,
+            epsilon,
+        }
+    }
+
+    /// Panics unless `n` values make whole rows and a row's scale entries
+    /// divide the scale's `scale` entries.
+    pub(crate) fn check(&self, n: usize, scale: usize) {
+        let ok = self.row > 0
+            && self.plane > 0
+            && self.row.is_multiple_of(self.plane)
+            && n.is_multiple_of(self.row)
+            && scale > 0
+            && scale.is_multiple_of(self.row / self.plane);
+        assert!(
+            ok,
+            "{self:?} cannot normalise {n} values with a scale of {scale}"
+        );
+    }
+}
+
 /// [`FlaxenDevice::try_norm_rows`](super::FlaxenDevice::try_norm_rows) in
 /// dfdx's ops: every device's default.
 pub(crate) fn norm_rows_composite<S, const F: usize, E, D, T>(
     x: Tensor<S, E, D, T>,
-    center: bool,
+    layout: NormRows,
     scale: &Tensor<Rank1<F>, E, D>,
     bias: Option<&Tensor<Rank1<F>, E, D>>,
-    epsilon: f64,
 ) -> Result<Tensor<S, E, D, T>, D::Err>
 where
     S: Shape,
@@ -37,24 +82,36 @@ where
     T: Tape<E, D>,
 {
     let shape = *x.shape();
-    let rows = (shape.num_elements() / F, Const::<F>);
+    let n = shape.num_elements();
+    layout.check(n, F);
+    let rows = (n / layout.row, layout.row);
     let x = x.try_reshape_like(&rows)?;
-    let y = if center {
-        x.try_normalize::<Axis<1>>(epsilon)?
+    let y = if layout.center {
+        x.try_normalize::<Axis<1>>(layout.epsilon)?
     } else {
         let inv_rms = x
             .with_empty_tape()
             .try_square()?
-            .try_mean::<_, Axis<1>>()?
-            .try_add(scalar::<E>(epsilon))?
+            .try_mean::<(usize,), Axis<1>>()?
+            .try_add(scalar::<E>(layout.epsilon))?
             .try_sqrt()?
             .try_recip()?
-            .try_broadcast_like(&rows)?;
+            .try_broadcast_like::<_, Axis<1>>(&rows)?;
         x.try_mul(inv_rms)?
     };
-    let y = y.try_mul(scale.retaped::<T>().try_broadcast_like(&rows)?)?;
+    // [.., F, plane]: each scale entry over its plane.
+    let planes = (n / (F * layout.plane), Const::<F>, layout.plane);
+    let y = y.try_reshape_like(&planes)?;
+    let y = y.try_mul(
+        scale
+            .retaped::<T>()
+            .try_broadcast_like::<_, Axes2<0, 2>>(&planes)?,
+    )?;
     let y = match bias {
-        Some(b) => y.try_add(b.retaped::<T>().try_broadcast_like(&rows)?)?,
+        Some(b) => y.try_add(
+            b.retaped::<T>()
+                .try_broadcast_like::<_, Axes2<0, 2>>(&planes)?,
+        )?,
         None => y,
     };
     y.try_reshape_like(&shape)

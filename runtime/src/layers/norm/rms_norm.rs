@@ -6,7 +6,7 @@ use dfdx::nn::{
 };
 use dfdx::prelude::*;
 
-use super::{builder, LastAxis};
+use super::{builder, LastAxis, NormRows};
 use crate::layers::FlaxenDevice;
 
 /// Flax linen's `RMSNorm` over the last axis of `[batch, F]` or
@@ -78,6 +78,7 @@ where
 
     fn try_forward(&self, x: Tensor<S, E, D, T>) -> Result<Self::Output, D::Err> {
         let dev = x.device().clone();
-        dev.try_norm_rows(x, false, &self.scale, None, self.epsilon)
+        let layout = NormRows::features(F, false, self.epsilon);
+        dev.try_norm_rows(x, layout, &self.scale, None)
     }
 }
