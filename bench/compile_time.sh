@@ -8,29 +8,40 @@
 #
 #   bench/compile_time.sh [ROUNDS]        # default 5
 #
-# PROBE_DIR=/path puts the crate (and its target directory) there instead
-# of target/compile-time-probe. RUSTFLAGS and CARGO_PROFILE_* pass through,
-# so settings can be compared run against run.
+# BASE=/path/to/another/flaxen/checkout adds a second probe on that
+# checkout, built in the same rounds right after this one's (before/after
+# in one run). PROBE_DIR=/path puts the probes (and their target
+# directories) there instead of target/compile-time-probe. RUSTFLAGS and
+# CARGO_PROFILE_* pass through, so settings can be compared run against run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
 root=$(pwd)
-dir=${PROBE_DIR:-$root/target/compile-time-probe}
-mkdir -p "$dir/src"
-cat >"$dir/Cargo.toml" <<EOF
-[package]
-name = "compile-time-probe"
-version = "0.0.0"
-edition = "2021"
-publish = false
+top=${PROBE_DIR:-$root/target/compile-time-probe}
+probes=("this:$root")
+if [ -n "${BASE:-}" ]; then
+    probes+=("base:$BASE")
+fi
 
-[dependencies]
-flaxen = { path = "$root" }
+# setup NAME FLAXEN_PATH
+setup() {
+    mkdir -p "$top/$1/src"
+    printf '%s\n' \
+        '[package]' \
+        'name = "compile-time-probe"' \
+        'version = "0.0.0"' \
+        'edition = "2021"' \
+        'publish = false' \
+        '' \
+        '[dependencies]' \
+        "flaxen = { path = \"$2\" }" \
+        '' \
+        '[workspace]' >"$top/$1/Cargo.toml"
+}
 
-[workspace]
-EOF
+# write_main NAME WIDTH
 write_main() {
-    cat >"$dir/src/main.rs" <<EOF
+    sed "s/@WIDTH@/$2/" >"$top/$1/src/main.rs" <<'RS'
 use flaxen::prelude::*;
 
 pub struct Cnn;
@@ -45,7 +56,7 @@ impl Cnn {
         let x = relu(x);
         let x = avg_pool(x, window_shape = (2, 2), strides = (2, 2));
         let x = flatten(x);
-        let x = Dense(features = $1)(x);
+        let x = Dense(features = @WIDTH@)(x);
         let x = relu(x);
         Dense(features = 10)(x)
     }
@@ -67,23 +78,31 @@ fn main() {
     state.apply_gradients(grads).unwrap();
     println!("{}", loss.array());
 }
-EOF
+RS
 }
-write_main 256
-echo "building the probe's dependencies (not timed)..." >&2
-(cd "$dir" && cargo build -q --release && cargo build -q) >&2
+
+echo "building the probes' dependencies (not timed)..." >&2
+for p in "${probes[@]}"; do
+    name=${p%%:*}
+    setup "$name" "${p#*:}"
+    write_main "$name" 256
+    (cd "$top/$name" && cargo build -q --release && cargo build -q) >&2
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 width=256
 for r in $(seq "$rounds"); do
+    width=$((width == 256 ? 255 : 256))
     for kind in release debug; do
-        width=$((width == 256 ? 255 : 256))
-        write_main $width
-        flag=$([ $kind = release ] && echo --release || true)
-        start=$(date +%s.%N)
-        (cd "$dir" && cargo build -q $flag)
-        end=$(date +%s.%N)
-        echo "$kind $(echo "$end - $start" | bc)" >>"$log"
+        for p in "${probes[@]}"; do
+            name=${p%%:*}
+            write_main "$name" $width
+            flag=$([ $kind = release ] && echo --release || true)
+            start=$(date +%s.%N)
+            (cd "$top/$name" && cargo build -q $flag)
+            end=$(date +%s.%N)
+            echo "$name $kind $(echo "$end - $start" | bc)" >>"$log"
+        done
     done
     echo "round $r/$rounds done" >&2
 done
@@ -91,9 +110,9 @@ python3 - "$log" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    kind, secs = line.split()
-    runs.setdefault(kind, []).append(float(secs))
-for kind, v in runs.items():
-    print(f"{kind}: median {statistics.median(v):.2f} s, min {min(v):.2f}, max {max(v):.2f} "
-          f"({len(v)} one-line edits)")
+    name, kind, secs = line.split()
+    runs.setdefault((name, kind), []).append(float(secs))
+for (name, kind), v in runs.items():
+    print(f"{name} {kind}: median {statistics.median(v):.2f} s, min {min(v):.2f}, "
+          f"max {max(v):.2f} ({len(v)} one-line edits)")
 PY

@@ -582,36 +582,46 @@ pub(super) fn sum_partials<E: Elem>(
 /// The kernels above, as [`conv_on_tape`](super::conv_on_tape) runs them.
 pub(super) struct Kernels;
 
-impl<E: Elem> super::ConvKernels<E> for Kernels {
-    const NAME: &'static str = "conv2d";
-    type Saved = Saved<E>;
-    type WeightGrad = Scratch<E>;
+// One impl per dtype, not one generic impl: the kernels are then compiled
+// here, once, instead of in every crate that trains a model (a release
+// build does not share generic instances across crates).
+macro_rules! kernels {
+    ($($e:ty),*) => {$(
+        impl super::ConvKernels<$e> for Kernels {
+            const NAME: &'static str = "conv2d";
+            type Saved = Saved<$e>;
+            type WeightGrad = Scratch<$e>;
 
-    fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
-        epi.fits(geom)
-    }
+            fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
+                epi.fits(geom)
+            }
 
-    fn forward(
-        geom: &ConvGeometry,
-        epi: &Epilogue,
-        batch: usize,
-        x: Scratch<E>,
-        weight: Scratch<E>,
-        bias: Option<&[E]>,
-        keep: bool,
-    ) -> (Vec<E>, Self::Saved) {
-        forward(geom, epi, batch, x, weight, bias, keep)
-    }
+            #[inline(never)]
+            fn forward(
+                geom: &ConvGeometry,
+                epi: &Epilogue,
+                batch: usize,
+                x: Scratch<$e>,
+                weight: Scratch<$e>,
+                bias: Option<&[$e]>,
+                keep: bool,
+            ) -> (Vec<$e>, Self::Saved) {
+                forward(geom, epi, batch, x, weight, bias, keep)
+            }
 
-    fn backward(
-        geom: &ConvGeometry,
-        epi: &Epilogue,
-        batch: usize,
-        saved: &Self::Saved,
-        dy: &[E],
-        dx: Option<&mut [E]>,
-        bias_grad: bool,
-    ) -> (Scratch<E>, Vec<E>) {
-        backward(geom, epi, batch, saved, dy, dx, bias_grad)
-    }
+            #[inline(never)]
+            fn backward(
+                geom: &ConvGeometry,
+                epi: &Epilogue,
+                batch: usize,
+                saved: &Self::Saved,
+                dy: &[$e],
+                dx: Option<&mut [$e]>,
+                bias_grad: bool,
+            ) -> (Scratch<$e>, Vec<$e>) {
+                backward(geom, epi, batch, saved, dy, dx, bias_grad)
+            }
+        }
+    )*};
 }
+kernels!(f32, f64);

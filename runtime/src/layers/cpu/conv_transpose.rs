@@ -179,47 +179,56 @@ fn backward<E: Elem>(
 /// the backward pass keeps `x` and the permuted weight.
 struct Kernels;
 
-impl<E: Elem> super::ConvKernels<E> for Kernels {
-    const NAME: &'static str = "conv_transpose2d";
-    type Saved = (Scratch<E>, Vec<E>);
-    type WeightGrad = Vec<E>;
+// One impl per dtype, compiled here (see `conv`'s).
+macro_rules! kernels {
+    ($($e:ty),*) => {$(
+        impl super::ConvKernels<$e> for Kernels {
+            const NAME: &'static str = "conv_transpose2d";
+            type Saved = (Scratch<$e>, Vec<$e>);
+            type WeightGrad = Vec<$e>;
 
-    fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
-        geom.groups == 1 && *epi == Epilogue::NONE
-    }
+            fn supports(geom: &ConvGeometry, epi: &Epilogue) -> bool {
+                geom.groups == 1 && *epi == Epilogue::NONE
+            }
 
-    fn forward(
-        geom: &ConvGeometry,
-        _: &Epilogue,
-        batch: usize,
-        x: Scratch<E>,
-        weight: Scratch<E>,
-        bias: Option<&[E]>,
-        _keep: bool,
-    ) -> (Vec<E>, Self::Saved) {
-        let wp = permute(geom, &weight, false);
-        drop(weight);
-        let y = forward(geom, batch, &x, &wp, bias);
-        (y, (x, wp))
-    }
+            #[inline(never)]
+            fn forward(
+                geom: &ConvGeometry,
+                _: &Epilogue,
+                batch: usize,
+                x: Scratch<$e>,
+                weight: Scratch<$e>,
+                bias: Option<&[$e]>,
+                _keep: bool,
+            ) -> (Vec<$e>, Self::Saved) {
+                let wp = permute(geom, &weight, false);
+                drop(weight);
+                let y = forward(geom, batch, &x, &wp, bias);
+                (y, (x, wp))
+            }
 
-    fn backward(
-        geom: &ConvGeometry,
-        _: &Epilogue,
-        batch: usize,
-        (x, wp): &Self::Saved,
-        dy: &[E],
-        dx: Option<&mut [E]>,
-        bias_grad: bool,
-    ) -> (Vec<E>, Vec<E>) {
-        // `conv_transpose2d` always asks for `x`'s gradient.
-        let dx = dx.expect("conv_transpose2d computes the input gradient");
-        let (dwp, db) = backward(geom, batch, x, wp, dy, dx, bias_grad);
-        (permute(geom, &dwp, true), db)
-    }
+            #[inline(never)]
+            fn backward(
+                geom: &ConvGeometry,
+                _: &Epilogue,
+                batch: usize,
+                (x, wp): &Self::Saved,
+                dy: &[$e],
+                dx: Option<&mut [$e]>,
+                bias_grad: bool,
+            ) -> (Vec<$e>, Vec<$e>) {
+                // `conv_transpose2d` always asks for `x`'s gradient.
+                let dx = dx.expect("conv_transpose2d computes the input gradient");
+                let (dwp, db) = backward(geom, batch, x, wp, dy, dx, bias_grad);
+                (permute(geom, &dwp, true), db)
+            }
+        }
+    )*};
 }
+kernels!(f32, f64);
 
 /// See [`FlaxenDevice::try_conv_transpose2d`](crate::layers::FlaxenDevice::try_conv_transpose2d).
+#[allow(private_bounds)]
 pub(in crate::layers) fn conv_transpose2d<
     E: Elem,
     X: Shape,
@@ -234,7 +243,10 @@ pub(in crate::layers) fn conv_transpose2d<
     weight: &Tensor<K, E, Cpu>,
     bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
-) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError>
+where
+    Kernels: super::ConvKernels<E>,
+{
     super::conv_on_tape::<Kernels, _, _, _, _, _, _>(
         dev,
         geom,

@@ -14,7 +14,7 @@
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::{host_vec, Elem, ELEMWISE_CHUNK};
+use super::{host_vec, Elem, Host, ELEMWISE_CHUNK};
 
 /// `tanh` for the kernel: the rational form for `f32`, libm for `f64`.
 pub(crate) trait Tanh: Elem {
@@ -100,21 +100,12 @@ fn consts<E: Tanh>() -> (E, E, E, E) {
     )
 }
 
-/// See [`FlaxenDevice::try_gelu_tanh`](super::super::FlaxenDevice::try_gelu_tanh).
-pub(in crate::layers) fn gelu_tanh<E: Tanh, S: Shape, T: Tape<E, Cpu>>(
-    dev: &Cpu,
-    x: Tensor<S, E, Cpu, T>,
-) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
-    let x = x.try_contiguous()?;
-    let shape = *x.shape();
-    let (x, mut tape) = x.split_tape();
-    let x_ghost = x.ghost();
-    let xs = host_vec(x)?;
+/// `gelu(x)`, and each element's `tanh` when `keep` (for the backward).
+pub(super) fn forward<E: Tanh>(xs: &[E], keep: bool) -> (Vec<E>, Vec<E>) {
     let n = xs.len();
     let mut ys: Vec<E> = vec![E::zero(); n];
-    // With a tape, each element's tanh is kept for the backward pass.
     let mut ts: Vec<E> = Vec::new();
-    if T::OWNS_TAPE {
+    if keep {
         ts = vec![E::zero(); n];
         ys.par_chunks_mut(ELEMWISE_CHUNK)
             .zip(ts.par_chunks_mut(ELEMWISE_CHUNK))
@@ -125,17 +116,36 @@ pub(in crate::layers) fn gelu_tanh<E: Tanh, S: Shape, T: Tape<E, Cpu>>(
             .zip(xs.par_chunks(ELEMWISE_CHUNK))
             .for_each(|(y, x)| forward_simd(y, &mut [], x));
     }
+    (ys, ts)
+}
+
+/// `dx += gelu'(x) dy` from the forward's `tanh`s.
+pub(super) fn backward<E: Tanh>(xs: &[E], ts: &[E], dy: &[E], dx: &mut [E]) {
+    dx.par_chunks_mut(ELEMWISE_CHUNK)
+        .zip(xs.par_chunks(ELEMWISE_CHUNK))
+        .zip(ts.par_chunks(ELEMWISE_CHUNK))
+        .zip(dy.par_chunks(ELEMWISE_CHUNK))
+        .for_each(|(((dx, x), t), dy)| backward_simd(dx, x, t, dy));
+}
+
+/// See [`FlaxenDevice::try_gelu_tanh`](super::super::FlaxenDevice::try_gelu_tanh).
+pub(in crate::layers) fn gelu_tanh<E: Host, S: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    let x = x.try_contiguous()?;
+    let shape = *x.shape();
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    // With a tape, each element's tanh is kept for the backward pass.
+    let (ys, ts) = E::gelu_forward(&xs, T::OWNS_TAPE);
     let y = dev.try_tensor_from_vec(ys, shape)?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = grads.get_or_alloc_mut(&x_ghost)?;
-            dx.par_chunks_mut(ELEMWISE_CHUNK)
-                .zip(xs.par_chunks(ELEMWISE_CHUNK))
-                .zip(ts.par_chunks(ELEMWISE_CHUNK))
-                .zip(dy.par_chunks(ELEMWISE_CHUNK))
-                .for_each(|(((dx, x), t), dy)| backward_simd(dx, x, t, dy));
+            E::gelu_backward(&xs, &ts, &dy, grads.get_or_alloc_mut(&x_ghost)?);
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });

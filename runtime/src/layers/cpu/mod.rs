@@ -8,12 +8,13 @@
 //! written, then put back.
 
 pub(super) mod attention;
-mod conv;
+pub(super) mod conv;
 mod conv_transpose;
 mod dense;
 mod direct;
 pub(super) mod gelu;
 mod gemm;
+mod host;
 mod im2col;
 pub(super) mod lstm;
 pub(super) mod norm;
@@ -23,9 +24,9 @@ mod scratch;
 mod wide;
 
 use dfdx::prelude::*;
-use rayon::prelude::*;
 
 use super::{ConvGeometry, Epilogue, PoolKind, Window2D};
+pub(crate) use host::Host;
 use scratch::{Pooled, Scratch};
 
 pub(super) use conv_transpose::conv_transpose2d;
@@ -108,7 +109,7 @@ fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
 /// A convolution's host kernels, as [`conv_on_tape`] runs them: the
 /// convolution's ([`conv`]) and the transposed one's
 /// ([`conv_transpose`]).
-trait ConvKernels<E: Elem> {
+pub(super) trait ConvKernels<E: Elem> {
     /// Names the op when the tensors' sizes disagree with the geometry.
     const NAME: &'static str;
     /// What the forward pass keeps for the backward one.
@@ -217,7 +218,7 @@ where
 /// ([`FlaxenDevice::try_conv2d_no_input_grad`](super::FlaxenDevice::try_conv2d_no_input_grad)),
 /// and without `bias` the convolution has none
 /// ([`FlaxenDevice::try_conv2d_unbiased`](super::FlaxenDevice::try_conv2d_unbiased)).
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, private_bounds)]
 pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     geom: &ConvGeometry,
@@ -227,7 +228,10 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
     bias: Option<&Tensor<Bs, E, Cpu>>,
     y_shape: Y,
     input_grad: bool,
-) -> Result<Tensor<Y, E, Cpu, T>, CpuError> {
+) -> Result<Tensor<Y, E, Cpu, T>, CpuError>
+where
+    conv::Kernels: ConvKernels<E>,
+{
     conv_on_tape::<conv::Kernels, _, _, _, _, _, _>(
         dev, geom, epi, x, weight, bias, y_shape, input_grad,
     )
@@ -235,7 +239,7 @@ pub(super) fn conv2d<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E
 
 /// See [`FlaxenDevice::try_dense`](super::FlaxenDevice::try_dense): `x` is
 /// `(batch, i)`, `weight` `(o, i)`, `bias` `(o,)`.
-pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
+pub(super) fn dense<E: Host, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     x: Tensor<X, E, Cpu, T>,
     weight: &Tensor<K, E, Cpu>,
@@ -251,14 +255,18 @@ pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E,
     let xs = host_vec(x)?;
     let ws = host_vec(weight.clone())?;
     let bs = host_vec(bias.clone())?;
-    let y = dev.try_tensor_from_vec(dense::forward(batch, i, o, &xs, &ws, &bs), y_shape)?;
+    let y = dev.try_tensor_from_vec(E::dense_forward(batch, i, o, &xs, &ws, &bs), y_shape)?;
     if T::OWNS_TAPE {
         let (w_ghost, b_ghost, y_ghost) = (weight.ghost(), bias.ghost(), y.ghost());
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            dense::backward_x(batch, i, o, &ws, &dy, grads.get_or_alloc_mut(&x_ghost)?);
-            dense::backward_w(batch, i, o, &xs, &dy, grads.get_or_alloc_mut(&w_ghost)?);
-            dense::backward_b(o, &dy, grads.get_or_alloc_mut(&b_ghost)?);
+            // Each gradient taken out while the three are written.
+            let mut dw = std::mem::take(&mut **grads.get_or_alloc_mut(&w_ghost)?);
+            let mut db = std::mem::take(&mut **grads.get_or_alloc_mut(&b_ghost)?);
+            let dx = grads.get_or_alloc_mut(&x_ghost)?;
+            E::dense_backward(batch, i, o, &xs, &ws, &dy, dx, &mut dw, &mut db);
+            **grads.get_or_alloc_mut(&w_ghost)? = dw;
+            **grads.get_or_alloc_mut(&b_ghost)? = db;
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
@@ -271,7 +279,7 @@ pub(super) fn dense<E: Elem, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E,
 pub(super) const ELEMWISE_CHUNK: usize = 1 << 15;
 
 /// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
-pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
+pub(super) fn relu<E: Host, S: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     x: Tensor<S, E, Cpu, T>,
 ) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
@@ -280,35 +288,12 @@ pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
-    let n = xs.len();
-    let mut ys: Vec<E> = Vec::with_capacity(n);
-    ys.spare_capacity_mut()[..n]
-        .par_chunks_mut(ELEMWISE_CHUNK)
-        .zip(xs.par_chunks(ELEMWISE_CHUNK))
-        .for_each(|(y, x)| {
-            y.iter_mut().zip(x).for_each(|(y, &x)| {
-                y.write(x.max(E::zero()));
-            });
-        });
-    // SAFETY: the chunks above cover `0..n` and write every element.
-    unsafe { ys.set_len(n) };
-    let y = dev.try_tensor_from_vec(ys, shape)?;
+    let y = dev.try_tensor_from_vec(E::relu_forward(&xs), shape)?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dx = grads.get_or_alloc_mut(&x_ghost)?;
-            dx.par_chunks_mut(ELEMWISE_CHUNK)
-                .zip(xs.par_chunks(ELEMWISE_CHUNK))
-                .zip(dy.par_chunks(ELEMWISE_CHUNK))
-                .for_each(|((dx, x), dy)| {
-                    // dfdx's `df(x) * g`, so a NaN or infinite `g` spreads
-                    // the same way; branch-free, so it vectorises.
-                    for ((d, &x), &g) in dx.iter_mut().zip(x).zip(dy) {
-                        let df = if x > E::zero() { E::one() } else { E::zero() };
-                        *d += df * g;
-                    }
-                });
+            E::relu_backward(&xs, &dy, grads.get_or_alloc_mut(&x_ghost)?);
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
@@ -317,7 +302,7 @@ pub(super) fn relu<E: Elem, S: Shape, T: Tape<E, Cpu>>(
 }
 
 /// See [`FlaxenDevice::try_pool2d`](super::FlaxenDevice::try_pool2d).
-pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
+pub(super) fn pool2d<E: Host, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
     dev: &Cpu,
     kind: PoolKind,
     channels: usize,
@@ -340,10 +325,7 @@ pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
     let win = *win;
-    let (ys, arg) = match kind {
-        PoolKind::Avg => (pool::avg_forward(&win, planes, &xs), Vec::new()),
-        PoolKind::Max => pool::max_forward(&win, planes, &xs),
-    };
+    let (ys, arg) = E::pool_forward(kind, &win, planes, &xs);
     drop(xs);
     let y = dev.try_tensor_from_vec(ys, y_shape)?;
     if T::OWNS_TAPE {
@@ -351,10 +333,7 @@ pub(super) fn pool2d<E: Elem, X: Shape, Y: Shape, T: Tape<E, Cpu>>(
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
             let dx = grads.get_or_alloc_mut(&x_ghost)?;
-            match kind {
-                PoolKind::Avg => pool::avg_backward(&win, &dy, dx),
-                PoolKind::Max => pool::max_backward(&win, &arg, &dy, dx),
-            }
+            E::pool_backward(kind, &win, &arg, &dy, dx);
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
