@@ -9,7 +9,7 @@ use dfdx::prelude::*;
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
-use super::{host_vec, Elem};
+use super::{host_vec, Elem, Host};
 
 /// `[batch, Q, F]` rows on the CPU.
 type Rows<B, Q, const F: usize, E, T> = Tensor<(B, Q, Const<F>), E, Cpu, T>;
@@ -80,6 +80,133 @@ fn masked_softmax_rows<E: Elem>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
     }
 }
 
+/// One attention's sizes: `batch` examples of `nq` queries and `nk` keys,
+/// `features` split into `heads`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    pub(crate) batch: usize,
+    pub(crate) nq: usize,
+    pub(crate) nk: usize,
+    pub(crate) heads: usize,
+    pub(crate) features: usize,
+}
+
+impl Dims {
+    fn depth(&self) -> usize {
+        self.features / self.heads
+    }
+
+    /// `1 / sqrt(depth)`, which Flax multiplies the queries by.
+    fn scale<E: Elem>(&self) -> E {
+        E::from_f64(1.0 / (self.depth() as f64).sqrt()).unwrap()
+    }
+}
+
+/// The forward pass on host rows: scales `q` in place (Flax scales the
+/// queries before the product) and returns the joined outputs and the
+/// softmax's weights (`[batch, heads, nq, nk]`, for the backward).
+pub(super) fn forward<E: Elem>(
+    d: &Dims,
+    qs: &mut [E],
+    ks: &[E],
+    vs: &[E],
+    mask: Option<&[bool]>,
+) -> (Vec<E>, Vec<E>) {
+    let (f, nq, nk, dh) = (d.features, d.nq, d.nk, d.depth());
+    let scale = d.scale::<E>();
+    qs.par_iter_mut().for_each(|x| *x *= scale);
+    let (q_len, k_len, w_len) = (nq * f, nk * f, d.heads * nq * nk);
+    let mut w = vec![E::zero(); d.batch * w_len];
+    let mut out = vec![E::zero(); d.batch * q_len];
+    if w_len > 0 && q_len > 0 {
+        let qs = &*qs;
+        out.par_chunks_mut(q_len)
+            .zip(w.par_chunks_mut(w_len))
+            .enumerate()
+            .for_each(|(e, (o, we))| {
+                let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
+                let me = mask.map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
+                for (h, wh) in we.chunks_exact_mut(nq * nk).enumerate() {
+                    let logits = MatMut::rows(wh, nq, nk);
+                    matmul(
+                        logits,
+                        false,
+                        head(qe, h, nq, dh, f),
+                        head_t(ke, h, nk, dh, f),
+                    );
+                    masked_softmax_rows(wh, nk, me);
+                    let wv = head_mut(o, h, nq, dh, f);
+                    matmul(wv, false, Mat::rows(wh, nq, nk), head(ve, h, nk, dh, f));
+                }
+            });
+    }
+    (out, w)
+}
+
+/// The backward pass on host rows: adds the gradients of `q`, `k` and `v`
+/// (`qs` as [`forward`] scaled it, `w` its weights) into `dq`, `dk`, `dv`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn backward<E: Elem>(
+    d: &Dims,
+    qs: &[E],
+    ks: &[E],
+    vs: &[E],
+    w: &[E],
+    mask: Option<&[bool]>,
+    dy: &[E],
+    dq: &mut [E],
+    dk: &mut [E],
+    dv: &mut [E],
+) {
+    let (f, nq, nk, dh) = (d.features, d.nq, d.nk, d.depth());
+    let scale = d.scale::<E>();
+    let (q_len, k_len, w_len) = (nq * f, nk * f, d.heads * nq * nk);
+    if w_len == 0 || q_len == 0 {
+        return;
+    }
+    dq.par_chunks_mut(q_len)
+        .zip(dk.par_chunks_mut(k_len))
+        .zip(dv.par_chunks_mut(k_len))
+        .enumerate()
+        .for_each(|(e, ((dqe, dke), dve))| {
+            let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
+            let dye = &dy[e * q_len..];
+            let me = mask.map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
+            let mut ds = vec![E::zero(); nq * nk];
+            for (h, wh) in w[e * w_len..(e + 1) * w_len]
+                .chunks_exact(nq * nk)
+                .enumerate()
+            {
+                let dyh = head(dye, h, nq, dh, f);
+                // dw = dy vᵀ, dv += wᵀ dy
+                let dw = MatMut::rows(&mut ds, nq, nk);
+                matmul(dw, false, dyh, head_t(ve, h, nk, dh, f));
+                let dvh = head_mut(dve, h, nk, dh, f);
+                matmul(dvh, true, Mat::transposed(wh, nk, nq), dyh);
+                // The softmax's backward, nothing through a masked logit
+                // (Flax's `where`).
+                for (i, (d, p)) in ds.chunks_exact_mut(nk).zip(wh.chunks_exact(nk)).enumerate() {
+                    let dot = d.iter().zip(p).fold(E::zero(), |s, (&d, &p)| s + d * p);
+                    for (j, (d, &p)) in d.iter_mut().zip(p).enumerate() {
+                        let keep = me.is_none_or(|m| m[i * nk + j]);
+                        *d = if keep { p * (*d - dot) } else { E::zero() };
+                    }
+                }
+                // dk += dlogitsᵀ (q scale), dq += (dlogits k) scale
+                let dkh = head_mut(dke, h, nk, dh, f);
+                matmul(
+                    dkh,
+                    true,
+                    Mat::transposed(&ds, nk, nq),
+                    head(qe, h, nq, dh, f),
+                );
+                ds.iter_mut().for_each(|d| *d *= scale);
+                let dqh = head_mut(dqe, h, nq, dh, f);
+                matmul(dqh, true, Mat::rows(&ds, nq, nk), head(ke, h, nk, dh, f));
+            }
+        });
+}
+
 /// See [`FlaxenDevice::try_attention`](super::super::FlaxenDevice::try_attention).
 pub(in crate::layers) fn attention<E, B, Q, K, const F: usize, T>(
     dev: &Cpu,
@@ -90,7 +217,7 @@ pub(in crate::layers) fn attention<E, B, Q, K, const F: usize, T>(
     mask: Option<Tensor<(B, Q, K), bool, Cpu>>,
 ) -> Result<Rows<B, Q, F, E, T>, CpuError>
 where
-    E: Elem,
+    E: Host,
     B: Dim,
     Q: Dim,
     K: Dim,
@@ -101,43 +228,23 @@ where
         "attention: {heads} heads do not divide {F} features"
     );
     let (b, q_dim, _) = *q.shape();
-    let (bs, nq, nk) = (b.size(), q_dim.size(), k.shape().1.size());
-    let dh = F / heads;
-    let scale = E::from_f64(1.0 / (dh as f64).sqrt()).unwrap();
-    let (q, tq) = q.split_tape();
-    let (k, tk) = k.split_tape();
-    let (v, tv) = v.split_tape();
+    let d = Dims {
+        batch: b.size(),
+        nq: q_dim.size(),
+        nk: k.shape().1.size(),
+        heads,
+        features: F,
+    };
+    // Row-major copies of permuted inputs, on their tapes (see `norm`).
+    let (q, tq) = q.try_contiguous()?.split_tape();
+    let (k, tk) = k.try_contiguous()?.split_tape();
+    let (v, tv) = v.try_contiguous()?.split_tape();
     let mut tape = tq.merge(tk).merge(tv);
     let (q_ghost, k_ghost, v_ghost) = (q.ghost(), k.ghost(), v.ghost());
-    // Flax scales the queries before the product, and so does this.
     let mut qs = host_vec(q)?;
-    qs.par_iter_mut().for_each(|x| *x *= scale);
     let (ks, vs) = (host_vec(k)?, host_vec(v)?);
     let mask = mask.map(|m| m.as_vec());
-    let (q_len, k_len, w_len) = (nq * F, nk * F, heads * nq * nk);
-    let mut w = vec![E::zero(); bs * w_len];
-    let mut out = vec![E::zero(); bs * q_len];
-    if w_len > 0 && q_len > 0 {
-        out.par_chunks_mut(q_len)
-            .zip(w.par_chunks_mut(w_len))
-            .enumerate()
-            .for_each(|(e, (o, we))| {
-                let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
-                let me = mask.as_ref().map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
-                for (h, wh) in we.chunks_exact_mut(nq * nk).enumerate() {
-                    let logits = MatMut::rows(wh, nq, nk);
-                    matmul(
-                        logits,
-                        false,
-                        head(qe, h, nq, dh, F),
-                        head_t(ke, h, nk, dh, F),
-                    );
-                    masked_softmax_rows(wh, nk, me);
-                    let wv = head_mut(o, h, nq, dh, F);
-                    matmul(wv, false, Mat::rows(wh, nq, nk), head(ve, h, nk, dh, F));
-                }
-            });
-    }
+    let (out, w) = E::attention_forward(&d, &mut qs, &ks, &vs, mask.as_deref());
     let y = dev.try_tensor_from_vec(out, (b, q_dim, Const::<F>))?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
@@ -146,51 +253,8 @@ where
             let mut dq = std::mem::take(&mut **grads.get_or_alloc_mut(&q_ghost)?);
             let mut dk = std::mem::take(&mut **grads.get_or_alloc_mut(&k_ghost)?);
             let mut dv = std::mem::take(&mut **grads.get_or_alloc_mut(&v_ghost)?);
-            if w_len > 0 && q_len > 0 {
-                dq.par_chunks_mut(q_len)
-                    .zip(dk.par_chunks_mut(k_len))
-                    .zip(dv.par_chunks_mut(k_len))
-                    .enumerate()
-                    .for_each(|(e, ((dqe, dke), dve))| {
-                        let (qe, ke, ve) = (&qs[e * q_len..], &ks[e * k_len..], &vs[e * k_len..]);
-                        let dye = &dy[e * q_len..];
-                        let me = mask.as_ref().map(|m| &m[e * nq * nk..(e + 1) * nq * nk]);
-                        let mut ds = vec![E::zero(); nq * nk];
-                        for (h, wh) in w[e * w_len..(e + 1) * w_len]
-                            .chunks_exact(nq * nk)
-                            .enumerate()
-                        {
-                            let dyh = head(dye, h, nq, dh, F);
-                            // dw = dy vᵀ, dv += wᵀ dy
-                            let dw = MatMut::rows(&mut ds, nq, nk);
-                            matmul(dw, false, dyh, head_t(ve, h, nk, dh, F));
-                            let dvh = head_mut(dve, h, nk, dh, F);
-                            matmul(dvh, true, Mat::transposed(wh, nk, nq), dyh);
-                            // The softmax's backward, nothing through a
-                            // masked logit (Flax's `where`).
-                            for (i, (d, p)) in
-                                ds.chunks_exact_mut(nk).zip(wh.chunks_exact(nk)).enumerate()
-                            {
-                                let dot = d.iter().zip(p).fold(E::zero(), |s, (&d, &p)| s + d * p);
-                                for (j, (d, &p)) in d.iter_mut().zip(p).enumerate() {
-                                    let keep = me.is_none_or(|m| m[i * nk + j]);
-                                    *d = if keep { p * (*d - dot) } else { E::zero() };
-                                }
-                            }
-                            // dk += dlogitsᵀ (q scale), dq += (dlogits k) scale
-                            let dkh = head_mut(dke, h, nk, dh, F);
-                            matmul(
-                                dkh,
-                                true,
-                                Mat::transposed(&ds, nk, nq),
-                                head(qe, h, nq, dh, F),
-                            );
-                            ds.iter_mut().for_each(|d| *d *= scale);
-                            let dqh = head_mut(dqe, h, nq, dh, F);
-                            matmul(dqh, true, Mat::rows(&ds, nq, nk), head(ke, h, nk, dh, F));
-                        }
-                    });
-            }
+            let m = mask.as_deref();
+            E::attention_backward(&d, &qs, &ks, &vs, &w, m, &dy, &mut dq, &mut dk, &mut dv);
             **grads.get_or_alloc_mut(&q_ghost)? = dq;
             **grads.get_or_alloc_mut(&k_ghost)? = dk;
             **grads.get_or_alloc_mut(&v_ghost)? = dv;

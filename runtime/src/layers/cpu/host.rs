@@ -10,8 +10,8 @@
 //! with the kernels generic, and in less than half that with them here
 //! (`bench/compile_time.sh`).
 
-use super::{dense, pool, Elem, ELEMWISE_CHUNK};
-use crate::layers::{PoolKind, Window2D};
+use super::{attention, dense, lstm, norm, pool, Elem, ELEMWISE_CHUNK};
+use crate::layers::{NormRows, PoolKind, Window2D};
 use rayon::prelude::*;
 
 /// The CPU kernels on host slices, for one dtype.
@@ -55,6 +55,63 @@ pub(crate) trait Host: Elem + super::gelu::Tanh {
     fn gelu_forward(x: &[Self], keep: bool) -> (Vec<Self>, Vec<Self>);
     /// `dx += gelu'(x) dy` from the forward's `tanh`s.
     fn gelu_backward(x: &[Self], t: &[Self], dy: &[Self], dx: &mut [Self]);
+    /// Attention after its projections: the joined outputs and the
+    /// weights; scales `q` in place.
+    fn attention_forward(
+        d: &attention::Dims,
+        q: &mut [Self],
+        k: &[Self],
+        v: &[Self],
+        mask: Option<&[bool]>,
+    ) -> (Vec<Self>, Vec<Self>);
+    /// Adds the gradients of `q`, `k`, `v` into `dq`, `dk`, `dv`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        d: &attention::Dims,
+        q: &[Self],
+        k: &[Self],
+        v: &[Self],
+        w: &[Self],
+        mask: Option<&[bool]>,
+        dy: &[Self],
+        dq: &mut [Self],
+        dk: &mut [Self],
+        dv: &mut [Self],
+    );
+    /// A row norm's output, and when `keep` the normalised rows and each
+    /// row's inverse deviation.
+    fn norm_forward(
+        layout: &NormRows,
+        x: &[Self],
+        scale: &[Self],
+        bias: &[Self],
+        keep: bool,
+    ) -> (Vec<Self>, Vec<Self>, Vec<Self>);
+    /// Adds `x`'s gradient into `dx`; the scale's and the bias's.
+    fn norm_backward(
+        layout: &NormRows,
+        scale: &[Self],
+        xhat: &[Self],
+        inv: &[Self],
+        dy: &[Self],
+        dx: &mut [Self],
+    ) -> (Vec<Self>, Vec<Self>);
+    /// An LSTM over a whole sequence: the outputs and what the backward
+    /// pass needs.
+    fn lstm_forward(
+        d: lstm::Dims,
+        x: [&[Self]; 4],
+        weights: [&[Self]; 4],
+        biases: [&[Self]; 4],
+    ) -> (Vec<Self>, lstm::Saved<Self>);
+    /// Adds the gradients of the input projections, kernels and biases.
+    fn lstm_backward(
+        saved: &lstm::Saved<Self>,
+        dy: &[Self],
+        dx: [&mut [Self]; 4],
+        dw: [&mut [Self]; 4],
+        db: [&mut [Self]; 4],
+    );
 }
 
 /// `max(x, 0)`, written once for both dtypes.
@@ -147,6 +204,77 @@ macro_rules! host {
             #[inline(never)]
             fn gelu_backward(x: &[$e], t: &[$e], dy: &[$e], dx: &mut [$e]) {
                 super::gelu::backward(x, t, dy, dx)
+            }
+
+            #[inline(never)]
+            fn attention_forward(
+                d: &attention::Dims,
+                q: &mut [$e],
+                k: &[$e],
+                v: &[$e],
+                mask: Option<&[bool]>,
+            ) -> (Vec<$e>, Vec<$e>) {
+                attention::forward(d, q, k, v, mask)
+            }
+
+            #[inline(never)]
+            fn attention_backward(
+                d: &attention::Dims,
+                q: &[$e],
+                k: &[$e],
+                v: &[$e],
+                w: &[$e],
+                mask: Option<&[bool]>,
+                dy: &[$e],
+                dq: &mut [$e],
+                dk: &mut [$e],
+                dv: &mut [$e],
+            ) {
+                attention::backward(d, q, k, v, w, mask, dy, dq, dk, dv)
+            }
+
+            #[inline(never)]
+            fn norm_forward(
+                layout: &NormRows,
+                x: &[$e],
+                scale: &[$e],
+                bias: &[$e],
+                keep: bool,
+            ) -> (Vec<$e>, Vec<$e>, Vec<$e>) {
+                norm::forward(layout, x, scale, bias, keep)
+            }
+
+            #[inline(never)]
+            fn norm_backward(
+                layout: &NormRows,
+                scale: &[$e],
+                xhat: &[$e],
+                inv: &[$e],
+                dy: &[$e],
+                dx: &mut [$e],
+            ) -> (Vec<$e>, Vec<$e>) {
+                norm::backward(layout, scale, xhat, inv, dy, dx)
+            }
+
+            #[inline(never)]
+            fn lstm_forward(
+                d: lstm::Dims,
+                x: [&[$e]; 4],
+                weights: [&[$e]; 4],
+                biases: [&[$e]; 4],
+            ) -> (Vec<$e>, lstm::Saved<$e>) {
+                lstm::forward(d, x, weights, biases)
+            }
+
+            #[inline(never)]
+            fn lstm_backward(
+                saved: &lstm::Saved<$e>,
+                dy: &[$e],
+                dx: [&mut [$e]; 4],
+                dw: [&mut [$e]; 4],
+                db: [&mut [$e]; 4],
+            ) {
+                lstm::backward(saved, dy, dx, dw, db)
             }
         }
     )*};

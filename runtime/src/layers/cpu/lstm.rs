@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::gelu::Tanh;
 use super::gemm::{matmul, Mat, MatMut};
 use super::scratch::Scratch;
-use super::{add_into, host_vec, Elem};
+use super::{add_into, host_vec, Elem, Host};
 
 /// The logistic sigmoid, as `jax.nn.sigmoid` computes it.
 #[inline(always)]
@@ -40,7 +40,7 @@ struct Rows<E> {
 
 /// The sequence's shape: `steps` steps of `batch` rows of `h` features.
 #[derive(Clone, Copy)]
-struct Dims {
+pub(crate) struct Dims {
     steps: usize,
     batch: usize,
     h: usize,
@@ -110,7 +110,7 @@ fn forward_rows<E: Tanh>(
     d: Dims,
     start: usize,
     len: usize,
-    xp: &[Scratch<E>],
+    xp: &[&[E]; 4],
     wcat: &[E],
     bias: &[E],
 ) -> Rows<E> {
@@ -207,6 +207,113 @@ fn backward_rows<E: Elem>(d: Dims, r: &Rows<E>, dy: &[E], wstack: &[E]) -> Vec<E
     dz
 }
 
+/// What the backward pass needs: the sizes, each thread's rows, the
+/// kernels stacked.
+pub(crate) struct Saved<E> {
+    d: Dims,
+    rows: Vec<Rows<E>>,
+    wstack: Vec<E>,
+}
+
+/// The forward pass on host slices: the four gates' input projections
+/// (`[S, B, H]` each, by time), recurrent kernels (`[H, H]`, `[out, in]`)
+/// and biases; the outputs (`[S, B, H]` by slot) and what the backward
+/// pass needs.
+pub(super) fn forward<E: Tanh>(
+    d: Dims,
+    xs: [&[E]; 4],
+    weights: [&[E]; 4],
+    biases: [&[E]; 4],
+) -> (Vec<E>, Saved<E>) {
+    let h = d.h;
+    let g4 = 4 * h;
+    // The kernels stacked, `[4H, H]` (each `[out, in]`), and side by side
+    // transposed, `[H, 4H]`; the biases side by side.
+    let wstack: Vec<E> = weights.concat();
+    let mut wcat = vec![E::zero(); h * g4];
+    for (row, w) in wstack.chunks_exact(h.max(1)).enumerate() {
+        for (k, &v) in w.iter().enumerate() {
+            wcat[k * g4 + row] = v;
+        }
+    }
+    let bias: Vec<E> = biases.concat();
+    let per = super::chunking(d.batch);
+    let rows: Vec<Rows<E>> = (0..d.batch.div_ceil(per))
+        .into_par_iter()
+        .map(|c| {
+            let start = c * per;
+            forward_rows(d, start, per.min(d.batch - start), &xs, &wcat, &bias)
+        })
+        .collect();
+    // The hidden states by slot, `[S, B, H]`.
+    let mut out = vec![E::zero(); d.steps * d.batch * h];
+    for r in &rows {
+        for k in 0..d.steps {
+            let src = &r.h[k * r.len * h..(k + 1) * r.len * h];
+            out[(d.slot(k) * d.batch + r.start) * h..][..r.len * h].copy_from_slice(src);
+        }
+    }
+    (out, Saved { d, rows, wstack })
+}
+
+/// The backward pass on host slices: adds the gradients of the input
+/// projections, kernels and biases into `dx`, `dw`, `db`.
+pub(super) fn backward<E: Tanh>(
+    saved: &Saved<E>,
+    dy: &[E],
+    dx: [&mut [E]; 4],
+    dw: [&mut [E]; 4],
+    db: [&mut [E]; 4],
+) {
+    let Saved { d, rows, wstack } = saved;
+    let (d, h) = (*d, d.h);
+    let g4 = 4 * h;
+    let dzs: Vec<Vec<E>> = rows
+        .par_iter()
+        .map(|r| backward_rows(d, r, dy, wstack))
+        .collect();
+    for (gi, dx) in dx.into_iter().enumerate() {
+        for (r, dz) in rows.iter().zip(&dzs) {
+            for k in 0..d.steps {
+                let t = d.time(k);
+                for row in 0..r.len {
+                    let src = &dz[(k * r.len + row) * g4 + gi * h..][..h];
+                    let dst = &mut dx[(t * d.batch + r.start + row) * h..][..h];
+                    add_into(dst, src);
+                }
+            }
+        }
+    }
+    for (gi, (dw, db)) in dw.into_iter().zip(db).enumerate() {
+        for (r, dz) in rows.iter().zip(&dzs) {
+            // dW_g += Σ_k dz_g[k]ᵀ h[k - 1] over the steps after the first.
+            let n = (d.steps.saturating_sub(1)) * r.len;
+            if n > 0 {
+                let lhs = Mat {
+                    data: &dz[r.len * g4 + gi * h..],
+                    rows: h,
+                    cols: n,
+                    rs: 1,
+                    cs: g4,
+                };
+                let rhs = Mat::rows(&r.h[..n * h], n, h);
+                matmul(MatMut::rows(&mut dw[..], h, h), true, lhs, rhs);
+            }
+            for zr in dz.chunks_exact(g4) {
+                add_into(db, &zr[gi * h..(gi + 1) * h]);
+            }
+        }
+    }
+}
+
+/// Four mutable slices out of four buffers.
+fn four<E>(v: &mut [Vec<E>]) -> [&mut [E]; 4] {
+    match v {
+        [a, b, c, d] => [a, b, c, d],
+        _ => unreachable!("four gates"),
+    }
+}
+
 /// See [`FlaxenDevice::try_lstm_scan`](super::super::FlaxenDevice::try_lstm_scan).
 #[allow(clippy::type_complexity)]
 pub(in crate::layers) fn lstm_scan<E, S, B, const H: usize, T>(
@@ -219,7 +326,7 @@ pub(in crate::layers) fn lstm_scan<E, S, B, const H: usize, T>(
     keep_order: bool,
 ) -> Result<Tensor<(S, B, Const<H>), E, Cpu>, CpuError>
 where
-    E: Tanh,
+    E: Host,
     S: Dim,
     B: Dim,
     T: Tape<E, Cpu>,
@@ -232,93 +339,65 @@ where
         reverse,
         by_time: keep_order,
     };
-    let g4 = 4 * H;
-    let x_ghosts: Vec<_> = xp.iter().map(|x| x.ghost()).collect();
-    let xs = xp
-        .iter()
-        .map(|x| host_vec(x.clone()))
-        .collect::<Result<Vec<_>, _>>()?;
-    // The kernels stacked, `[4H, H]` (each `[out, in]`), and side by side
-    // transposed, `[H, 4H]`; the biases side by side.
-    let mut wstack = Vec::with_capacity(g4 * H);
-    for w in &weights {
-        wstack.extend_from_slice(&host_vec((*w).clone())?);
-    }
-    let mut wcat = vec![E::zero(); H * g4];
-    for (row, w) in wstack.chunks_exact(H.max(1)).enumerate() {
-        for (k, &v) in w.iter().enumerate() {
-            wcat[k * g4 + row] = v;
-        }
-    }
-    let mut bias = Vec::with_capacity(g4);
-    for bb in &biases {
-        bias.extend_from_slice(&host_vec((*bb).clone())?);
-    }
-    let per = super::chunking(d.batch);
-    let rows: Vec<Rows<E>> = (0..d.batch.div_ceil(per))
-        .into_par_iter()
-        .map(|c| {
-            let start = c * per;
-            forward_rows(d, start, per.min(d.batch - start), &xs, &wcat, &bias)
-        })
-        .collect();
-    // The hidden states in the order the steps ran, `[S, B, H]`.
-    let mut out = vec![E::zero(); d.steps * d.batch * H];
-    for r in &rows {
-        for k in 0..d.steps {
-            let src = &r.h[k * r.len * H..(k + 1) * r.len * H];
-            out[(d.slot(k) * d.batch + r.start) * H..][..r.len * H].copy_from_slice(src);
-        }
-    }
+    let x_ghosts = xp.each_ref().map(|x| x.ghost());
+    let w_ghosts = weights.map(|w| w.ghost());
+    let b_ghosts = biases.map(|b| b.ghost());
+    let host = |t: Vec<Scratch<E>>| -> [Scratch<E>; 4] {
+        t.try_into().unwrap_or_else(|_| unreachable!("four gates"))
+    };
+    let xs = host(
+        xp.iter()
+            .map(|x| host_vec(x.clone()))
+            .collect::<Result<_, _>>()?,
+    );
+    let ws = host(
+        weights
+            .iter()
+            .map(|w| host_vec((*w).clone()))
+            .collect::<Result<_, _>>()?,
+    );
+    let bs = host(
+        biases
+            .iter()
+            .map(|b| host_vec((*b).clone()))
+            .collect::<Result<_, _>>()?,
+    );
+    let (out, saved) = E::lstm_forward(
+        d,
+        xs.each_ref().map(|x| &x[..]),
+        ws.each_ref().map(|w| &w[..]),
+        bs.each_ref().map(|b| &b[..]),
+    );
+    drop((xs, ws, bs));
     let y = dev.try_tensor_from_vec(out, (s, b, Const::<H>))?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
-        let w_ghosts: Vec<_> = weights.iter().map(|w| w.ghost()).collect();
-        let b_ghosts: Vec<_> = biases.iter().map(|b| b.ghost()).collect();
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            let dzs: Vec<Vec<E>> = rows
-                .par_iter()
-                .map(|r| backward_rows(d, r, &dy, &wstack))
-                .collect();
+            // Each gradient taken out while the twelve are written.
+            let mut dx = Vec::with_capacity(4);
+            for g in &x_ghosts {
+                dx.push(std::mem::take(&mut **grads.get_or_alloc_mut(g)?));
+            }
+            let mut dw = Vec::with_capacity(4);
+            for g in &w_ghosts {
+                dw.push(std::mem::take(&mut **grads.get_or_alloc_mut(g)?));
+            }
+            let mut db = Vec::with_capacity(4);
+            for g in &b_ghosts {
+                db.push(std::mem::take(&mut **grads.get_or_alloc_mut(g)?));
+            }
+            E::lstm_backward(&saved, &dy, four(&mut dx), four(&mut dw), four(&mut db));
+            for (g, v) in x_ghosts.iter().zip(dx) {
+                **grads.get_or_alloc_mut(g)? = v;
+            }
+            for (g, v) in w_ghosts.iter().zip(dw) {
+                **grads.get_or_alloc_mut(g)? = v;
+            }
+            for (g, v) in b_ghosts.iter().zip(db) {
+                **grads.get_or_alloc_mut(g)? = v;
+            }
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
-            for (gi, ghost) in x_ghosts.iter().enumerate() {
-                let dx = grads.get_or_alloc_mut(ghost)?;
-                for (r, dz) in rows.iter().zip(&dzs) {
-                    for k in 0..d.steps {
-                        let t = d.time(k);
-                        for row in 0..r.len {
-                            let src = &dz[(k * r.len + row) * g4 + gi * H..][..H];
-                            let dst = &mut dx[(t * d.batch + r.start + row) * H..][..H];
-                            add_into(dst, src);
-                        }
-                    }
-                }
-            }
-            for (gi, (w_ghost, b_ghost)) in w_ghosts.iter().zip(&b_ghosts).enumerate() {
-                let dw = grads.get_or_alloc_mut(w_ghost)?;
-                for (r, dz) in rows.iter().zip(&dzs) {
-                    // dW_g += Σ_k dz_g[k]ᵀ h[k - 1] over the steps after the first.
-                    let n = (d.steps.saturating_sub(1)) * r.len;
-                    let lhs = Mat {
-                        data: &dz[r.len * g4 + gi * H..],
-                        rows: H,
-                        cols: n,
-                        rs: 1,
-                        cs: g4,
-                    };
-                    if n > 0 {
-                        let rhs = Mat::rows(&r.h[..n * H], n, H);
-                        matmul(MatMut::rows(&mut dw[..], H, H), true, lhs, rhs);
-                    }
-                }
-                let db = grads.get_or_alloc_mut(b_ghost)?;
-                for dz in &dzs {
-                    for zr in dz.chunks_exact(g4) {
-                        add_into(db, &zr[gi * H..(gi + 1) * H]);
-                    }
-                }
-            }
             Ok(())
         });
     }

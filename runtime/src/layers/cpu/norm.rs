@@ -6,7 +6,7 @@
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::{host_vec, Elem};
+use super::{host_vec, Elem, Host};
 use crate::layers::NormRows;
 
 /// What every row of one norm shares: the scale (all of it), the bias
@@ -177,37 +177,29 @@ simd_dispatch!(fn backward_simd<E: Elem>(
     out: &mut RowGrads<'_, E>,
 ) => backward_rows);
 
-/// See [`FlaxenDevice::try_norm_rows`](super::super::FlaxenDevice::try_norm_rows).
-pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E, Cpu>>(
-    dev: &Cpu,
-    x: Tensor<S, E, Cpu, T>,
-    layout: NormRows,
-    scale: &Tensor<Rank1<F>, E, Cpu>,
-    bias: Option<&Tensor<Rank1<F>, E, Cpu>>,
-) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
-    let shape = *x.shape();
-    let n = shape.num_elements();
-    layout.check(n, F);
-    let row = layout.row;
+/// The forward pass on host rows: the output, and when `keep` the
+/// normalised rows (else empty) and each row's inverse deviation.
+pub(super) fn forward<E: Elem>(
+    layout: &NormRows,
+    xs: &[E],
+    scale: &[E],
+    bias: &[E],
+    keep: bool,
+) -> (Vec<E>, Vec<E>, Vec<E>) {
+    let (n, row) = (xs.len(), layout.row);
     let rows = n / row;
-    let (x, mut tape) = x.split_tape();
-    let x_ghost = x.ghost();
-    let xs = host_vec(x)?;
-    let ss = host_vec(scale.clone())?;
-    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
-    let eps = E::from_f64(layout.epsilon).unwrap();
-    let mut ys = vec![E::zero(); n];
-    let mut xhat = vec![E::zero(); if T::OWNS_TAPE { n } else { 0 }];
-    let mut inv = vec![E::zero(); rows];
-    let per = super::chunking(rows);
     let norm = Norm {
-        scale: &ss,
-        bias: bs.as_deref().unwrap_or(&[]),
-        layout,
-        eps,
+        scale,
+        bias,
+        layout: *layout,
+        eps: E::from_f64(layout.epsilon).unwrap(),
     };
+    let mut ys = vec![E::zero(); n];
+    let mut xhat = vec![E::zero(); if keep { n } else { 0 }];
+    let mut inv = vec![E::zero(); rows];
     if rows > 0 {
-        let mut hats: Vec<&mut [E]> = match T::OWNS_TAPE {
+        let per = super::chunking(rows);
+        let mut hats: Vec<&mut [E]> = match keep {
             false => (0..rows.div_ceil(per)).map(|_| &mut [][..]).collect(),
             true => xhat.chunks_mut(per * row).collect(),
         };
@@ -218,6 +210,74 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
             .enumerate()
             .for_each(|(t, (((y, x), k), h))| forward_simd(&norm, t * per, x, y, h, k));
     }
+    (ys, xhat, inv)
+}
+
+/// The backward pass on host rows: adds `x`'s gradient into `dx` and
+/// returns the scale's and the bias's.
+pub(super) fn backward<E: Elem>(
+    layout: &NormRows,
+    scale: &[E],
+    xhat: &[E],
+    inv: &[E],
+    dy: &[E],
+    dx: &mut [E],
+) -> (Vec<E>, Vec<E>) {
+    let row = layout.row;
+    let per = super::chunking(inv.len());
+    let norm = Norm {
+        scale,
+        bias: &[],
+        layout: *layout,
+        eps: E::from_f64(layout.epsilon).unwrap(),
+    };
+    let f = scale.len();
+    // Per task: its rows' scale and bias gradients, summed after.
+    let partial: Vec<(Vec<E>, Vec<E>)> = dx
+        .par_chunks_mut(per * row)
+        .zip(dy.par_chunks(per * row))
+        .zip(xhat.par_chunks(per * row))
+        .zip(inv.par_chunks(per))
+        .enumerate()
+        .map(|(t, (((dx, dy), h), k))| {
+            let mut out = RowGrads {
+                dx,
+                dscale: vec![E::zero(); f],
+                dbias: vec![E::zero(); f],
+            };
+            backward_simd(&norm, t * per, dy, h, k, &mut out);
+            (out.dscale, out.dbias)
+        })
+        .collect();
+    let (mut ds, mut db) = (vec![E::zero(); f], vec![E::zero(); f]);
+    for (s, b) in &partial {
+        super::add_into(&mut ds, s);
+        super::add_into(&mut db, b);
+    }
+    (ds, db)
+}
+
+/// See [`FlaxenDevice::try_norm_rows`](super::super::FlaxenDevice::try_norm_rows).
+pub(in crate::layers) fn norm_rows<E: Host, S: Shape, const F: usize, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+    layout: NormRows,
+    scale: &Tensor<Rank1<F>, E, Cpu>,
+    bias: Option<&Tensor<Rank1<F>, E, Cpu>>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    let shape = *x.shape();
+    layout.check(shape.num_elements(), F);
+    // A permuted `x` (a Mixer's token mixing) is copied into row-major
+    // order on its own tape, so its gradient reaches its physical layout
+    // through dfdx.
+    let x = x.try_contiguous()?;
+    let (x, mut tape) = x.split_tape();
+    let x_ghost = x.ghost();
+    let xs = host_vec(x)?;
+    let ss = host_vec(scale.clone())?;
+    let bs = bias.map(|b| host_vec(b.clone())).transpose()?;
+    let bias_s = bs.as_deref().unwrap_or(&[]);
+    let (ys, xhat, inv) = E::norm_forward(&layout, &xs, &ss, bias_s, T::OWNS_TAPE);
     let y = dev.try_tensor_from_vec(ys, shape)?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
@@ -226,38 +286,10 @@ pub(in crate::layers) fn norm_rows<E: Elem, S: Shape, const F: usize, T: Tape<E,
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
             let dx = grads.get_or_alloc_mut(&x_ghost)?;
-            let norm = Norm {
-                scale: &ss,
-                bias: &[],
-                layout,
-                eps,
-            };
-            // Per task: its rows' scale and bias gradients, summed after.
-            let partial: Vec<(Vec<E>, Vec<E>)> = dx
-                .par_chunks_mut(per * row)
-                .zip(dy.par_chunks(per * row))
-                .zip(xhat.par_chunks(per * row))
-                .zip(inv.par_chunks(per))
-                .enumerate()
-                .map(|(t, (((dx, dy), h), k))| {
-                    let mut out = RowGrads {
-                        dx,
-                        dscale: vec![E::zero(); F],
-                        dbias: vec![E::zero(); F],
-                    };
-                    backward_simd(&norm, t * per, dy, h, k, &mut out);
-                    (out.dscale, out.dbias)
-                })
-                .collect();
-            let ds = grads.get_or_alloc_mut(&s_ghost)?;
-            for (p, _) in &partial {
-                super::add_into(ds, p);
-            }
+            let (ds, db) = E::norm_backward(&layout, &ss, &xhat, &inv, &dy, dx);
+            super::add_into(grads.get_or_alloc_mut(&s_ghost)?, &ds);
             if let Some(b_ghost) = &b_ghost {
-                let db = grads.get_or_alloc_mut(b_ghost)?;
-                for (_, p) in &partial {
-                    super::add_into(db, p);
-                }
+                super::add_into(grads.get_or_alloc_mut(b_ghost)?, &db);
             }
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
