@@ -488,7 +488,7 @@ macro_rules! impl_with_cpu_kernels {
                 &self,
                 x: Tensor<S, $e, Self, T>,
             ) -> Result<Tensor<S, $e, Self, T>, Self::Err> {
-                cpu::gelu::gelu_tanh(self, x)
+                cpu::gelu_tanh(self, x)
             }
 
             fn try_norm_rows<S: Shape, const F: usize, T: Tape<$e, Self>>(

@@ -11,10 +11,9 @@
 //! largest gap is where the clamp meets 1); `f64` uses
 //! `f64::tanh`.
 
-use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::{host_vec, Elem, Host, ELEMWISE_CHUNK};
+use super::{Elem, ELEMWISE_CHUNK};
 
 /// `tanh` for the kernel: the rational form for `f32`, libm for `f64`.
 pub(crate) trait Tanh: Elem {
@@ -128,34 +127,10 @@ pub(super) fn backward<E: Tanh>(xs: &[E], ts: &[E], dy: &[E], dx: &mut [E]) {
         .for_each(|(((dx, x), t), dy)| backward_simd(dx, x, t, dy));
 }
 
-/// See [`FlaxenDevice::try_gelu_tanh`](super::super::FlaxenDevice::try_gelu_tanh).
-pub(in crate::layers) fn gelu_tanh<E: Host, S: Shape, T: Tape<E, Cpu>>(
-    dev: &Cpu,
-    x: Tensor<S, E, Cpu, T>,
-) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
-    let x = x.try_contiguous()?;
-    let shape = *x.shape();
-    let (x, mut tape) = x.split_tape();
-    let x_ghost = x.ghost();
-    let xs = host_vec(x)?;
-    // With a tape, each element's tanh is kept for the backward pass.
-    let (ys, ts) = E::gelu_forward(&xs, T::OWNS_TAPE);
-    let y = dev.try_tensor_from_vec(ys, shape)?;
-    if T::OWNS_TAPE {
-        let y_ghost = y.ghost();
-        tape.add_backward_op(move |grads| {
-            let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            E::gelu_backward(&xs, &ts, &dy, grads.get_or_alloc_mut(&x_ghost)?);
-            **grads.get_or_alloc_mut(&y_ghost)? = dy;
-            Ok(())
-        });
-    }
-    Ok(y.put_tape(tape))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::Tanh;
+    use dfdx::prelude::*;
 
     #[test]
     fn the_f32_tanh_is_within_a_few_ulps_of_f64s() {
@@ -173,7 +148,7 @@ mod tests {
         let dev = Cpu::seed_from_u64(0);
         let x: Tensor<Rank2<7, 513>, f64, _> = dev.sample_normal::<Rank2<7, 513>>() * 3.0;
         let w: Tensor<Rank2<7, 513>, f64, _> = dev.sample_normal();
-        let y = gelu_tanh(&dev, x.leaky_trace()).unwrap();
+        let y = super::super::gelu_tanh(&dev, x.leaky_trace()).unwrap();
         let r = x.leaky_trace().fast_gelu();
         for (a, b) in y.as_vec().iter().zip(r.as_vec()) {
             assert!((a - b).abs() < 1e-14, "{a} {b}");

@@ -278,27 +278,64 @@ pub(super) fn dense<E: Host, X: Shape, K: Shape, Bs: Shape, Y: Shape, T: Tape<E,
 /// a task outweighs its scheduling, small enough to split a conv output.
 pub(super) const ELEMWISE_CHUNK: usize = 1 << 15;
 
-/// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
-pub(super) fn relu<E: Host, S: Shape, T: Tape<E, Cpu>>(
+/// An elementwise op on the tape, in one parallel pass each way:
+/// `forward(xs, keep)` gives the output and what the backward pass keeps
+/// (when `keep`), `backward(xs, kept, dy, dx)` adds `x`'s gradient.
+fn elementwise<E, S, T, K>(
     dev: &Cpu,
     x: Tensor<S, E, Cpu, T>,
-) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    forward: impl FnOnce(&[E], bool) -> (Vec<E>, K),
+    backward: impl FnOnce(&[E], &K, &[E], &mut [E]) + 'static,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError>
+where
+    E: Elem,
+    S: Shape,
+    T: Tape<E, Cpu>,
+    K: 'static,
+{
+    // A permuted `x` is copied into row-major order on its own tape (see
+    // `conv_on_tape`).
     let x = x.try_contiguous()?;
     let shape = *x.shape();
     let (x, mut tape) = x.split_tape();
     let x_ghost = x.ghost();
     let xs = host_vec(x)?;
-    let y = dev.try_tensor_from_vec(E::relu_forward(&xs), shape)?;
+    let (ys, kept) = forward(&xs, T::OWNS_TAPE);
+    let y = dev.try_tensor_from_vec(ys, shape)?;
     if T::OWNS_TAPE {
         let y_ghost = y.ghost();
         tape.add_backward_op(move |grads| {
             let dy = std::mem::take(&mut **grads.get_or_alloc_mut(&y_ghost)?);
-            E::relu_backward(&xs, &dy, grads.get_or_alloc_mut(&x_ghost)?);
+            backward(&xs, &kept, &dy, grads.get_or_alloc_mut(&x_ghost)?);
             **grads.get_or_alloc_mut(&y_ghost)? = dy;
             Ok(())
         });
     }
     Ok(y.put_tape(tape))
+}
+
+/// See [`FlaxenDevice::try_relu_fast`](super::FlaxenDevice::try_relu_fast).
+pub(super) fn relu<E: Host, S: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    elementwise(
+        dev,
+        x,
+        |xs, _| (E::relu_forward(xs), ()),
+        |xs, _, dy, dx| E::relu_backward(xs, dy, dx),
+    )
+}
+
+/// See [`FlaxenDevice::try_gelu_tanh`](super::FlaxenDevice::try_gelu_tanh):
+/// with a tape, each element's `tanh` is kept for the backward pass.
+pub(super) fn gelu_tanh<E: Host, S: Shape, T: Tape<E, Cpu>>(
+    dev: &Cpu,
+    x: Tensor<S, E, Cpu, T>,
+) -> Result<Tensor<S, E, Cpu, T>, CpuError> {
+    elementwise(dev, x, E::gelu_forward, |xs, ts, dy, dx| {
+        E::gelu_backward(xs, ts, dy, dx)
+    })
 }
 
 /// See [`FlaxenDevice::try_pool2d`](super::FlaxenDevice::try_pool2d).
