@@ -8,8 +8,9 @@
 //! cargo run --release --example train -- --profile 20 --out runs/profile
 //! ```
 //!
-//! Every run writes to `--out` (default `runs/train`): `metrics.jsonl`,
-//! TensorBoard event files and `checkpoints/ckpt-<step>.safetensors` (the
+//! Every run writes to `--out` (default `runs/train`): `metrics.jsonl`
+//! (the loss and learning rate every `--log-every` steps, the train and
+//! test figures every epoch), TensorBoard event files and `checkpoints/ckpt-<step>.safetensors` (the
 //! last three are kept). `--resume` restores the newest checkpoint — model,
 //! optimizer, step and data order — and continues bit for bit. A directory
 //! that already holds a run is refused unless `--resume` continues it or
@@ -154,6 +155,13 @@ struct Args {
     /// `--max-steps`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     profile: Option<u64>,
+    /// Log the training loss (the mean over each `scan!` call's steps) and
+    /// the learning rate the schedule gave every N steps (at the first
+    /// `scan!` call that reaches each multiple of N), as the `train_steps`
+    /// split of `metrics.jsonl` and TensorBoard; the per-epoch `train` and
+    /// `test` lines stay as they are.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    log_every: u64,
 }
 
 /// Training steps before `--profile`'s, so that first-call costs (memory
@@ -540,6 +548,15 @@ where
         }
         let acc = metrics.accuracy().unwrap_or(0.0) as f32;
         progress.update(state.step().min(total_steps), loss, acc);
+        if state.step() / args.log_every > (state.step() - K as u64) / args.log_every {
+            if let Some(logger) = logger.as_mut() {
+                // The rate of this call's last update (Optax's
+                // `inject_hyperparams` reading).
+                let lr = state.learning_rate().unwrap_or(f64::NAN);
+                let scalars = [("loss", f64::from(loss)), ("learning_rate", lr)];
+                logger.log(state.step(), "train_steps", &scalars)?;
+            }
+        }
         if state.step() >= stop_at {
             // Rank 0's profile stands for all: the replicas run the same steps.
             if let (Some(p), Some(from), true) = (profiler.take(), profile_from, root) {

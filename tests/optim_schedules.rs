@@ -52,3 +52,65 @@ fn every_optax_schedule_is_reproduced() {
         }
     }
 }
+
+/// Every optimizer with a learning rate reports the one its schedule gave
+/// its last update (Optax's `inject_hyperparams` reading), also through a
+/// chain and the wrappers, and after its state is saved and loaded.
+#[test]
+fn optimizers_report_the_learning_rate_of_their_last_update() {
+    use flaxen::runtime::dfdx::prelude::*;
+    use flaxen::runtime::optim::*;
+    use flaxen::runtime::state::{StateDict, StateMap};
+
+    fn run<T: GradientTransformation<f32, Cpu>>(name: &str, tx: T) {
+        let dev = Cpu::seed_from_u64(1);
+        let mut model = dev.build_module::<Linear<4, 3>, f32>();
+        let mut state = tx.init_model(&model).unwrap();
+        let sched = linear(1.0, 0.0, 10);
+        assert_eq!(tx.learning_rate(&state), Some(sched.value(0)), "{name}");
+        for k in 1..=4u64 {
+            let x: Tensor<Rank2<2, 4>, f32, _> = dev.sample_normal();
+            let grads = model.forward(x.leaky_trace()).square().mean().backward();
+            tx.apply_model(&mut state, grads, &mut model).unwrap();
+            assert_eq!(
+                tx.learning_rate(&state),
+                Some(sched.value(k - 1)),
+                "{name}, update {k}"
+            );
+        }
+        let mut saved = StateMap::new();
+        state.save_state("opt.", &mut saved);
+        let mut counters = StateMap::new();
+        state.save_counters("opt.", &mut counters);
+        let mut fresh = tx.init_model(&model).unwrap();
+        fresh.load_state("opt.", &saved).unwrap();
+        fresh.load_counters("opt.", &counters).unwrap();
+        assert_eq!(
+            tx.learning_rate(&fresh),
+            Some(sched.value(3)),
+            "{name}, loaded"
+        );
+    }
+    let lr = || linear(1.0, 0.0, 10);
+    run("adam", adam(lr()));
+    run("adamw", adamw(lr(), 1e-2));
+    run("sgd", sgd(lr(), Some(0.9), false));
+    run("rmsprop", rmsprop(lr()));
+    run("adagrad", adagrad(lr()));
+    run("adabelief", adabelief(lr()));
+    run("lamb", lamb(lr()));
+    run("lion", lion(lr()));
+    run("adafactor", adafactor(lr()));
+    run("chain", chain((clip_by_global_norm(1.0), adam(lr()))));
+    run("apply_if_finite", apply_if_finite(adam(lr()), 2));
+    run("multi_steps(1)", multi_steps(1, adam(lr())));
+    run("masked", masked(adam(lr()), |k| k.ends_with("weight")));
+    // Without a learning rate: none.
+    let tx = chain((clip_by_global_norm(1.0), scale(-0.1)));
+    let model = Cpu::default().build_module::<Linear<4, 3>, f32>();
+    let state = tx.init_model(&model).unwrap();
+    assert_eq!(
+        GradientTransformation::<f32, Cpu>::learning_rate(&tx, &state),
+        None
+    );
+}

@@ -125,6 +125,27 @@ where
         self.step
     }
 
+    /// The learning rate of the last update (before any, of the first), as
+    /// the optimizer's schedule gave it
+    /// ([`GradientTransformation::learning_rate`]); `None` when the
+    /// optimizer has none.
+    ///
+    /// ```
+    /// use flaxen_runtime::dfdx::prelude::*;
+    /// use flaxen_runtime::optim::adamw;
+    /// use flaxen_runtime::schedule::warmup_cosine_decay;
+    /// use flaxen_runtime::train_state::TrainState;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let schedule = warmup_cosine_decay(0.0, 1e-3, 10, 100, 0.0);
+    /// let state = TrainState::create(dev.build_module::<Linear<3, 2>, f32>(), adamw(schedule, 1e-4))
+    ///     .unwrap();
+    /// assert_eq!(state.learning_rate(), Some(0.0)); // the warm-up starts at 0
+    /// ```
+    pub fn learning_rate(&self) -> Option<f64> {
+        self.tx.learning_rate(&self.opt_state)
+    }
+
     /// Runs `loss_fn(model, tape)` and backpropagates: returns the loss, still
     /// on the device (no sync), and the gradients of every parameter.
     ///

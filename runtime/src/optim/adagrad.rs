@@ -111,6 +111,10 @@ impl<E, D: Storage<E>> AdagradState<E, D> {
 }
 
 impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adagrad<L> {
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        Some(self.learning_rate.value(state.count.saturating_sub(1)))
+    }
+
     type State = AdagradState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

@@ -187,6 +187,10 @@ impl<E, D: dfdx::prelude::Storage<E>> AdamState<E, D> {
 }
 
 impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Adam<L> {
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        Some(self.learning_rate.value(state.count.saturating_sub(1)))
+    }
+
     type State = AdamState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

@@ -55,6 +55,13 @@ macro_rules! tuple_impls {
                 GradientTransformation::<E, D>::validate(&self.0.$last, info)
             }
 
+            // The last member's that has one.
+            fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+                let rate = self.0.$last.learning_rate(&state.$last);
+                $(let rate = rate.or_else(|| self.0.$i.learning_rate(&state.$i));)*
+                rate
+            }
+
             // The last member applies its own updates, so a chain ending in
             // a fused optimizer keeps the one-pass, in-place update.
             #[allow(unused_mut, unused_variables)]

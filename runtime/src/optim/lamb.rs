@@ -209,6 +209,10 @@ fn norm<E: Dtype, D: Device<E>>(x: &Leaf<E, D>) -> Result<Tensor<(), E, D>, D::E
 }
 
 impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Lamb<L> {
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        Some(self.learning_rate.value(state.count.saturating_sub(1)))
+    }
+
     type State = LambState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

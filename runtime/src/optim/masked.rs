@@ -242,6 +242,10 @@ impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransforma
 {
     type State = MaskedState<T::State>;
 
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        self.inner.learning_rate(&state.inner)
+    }
+
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
         let idx = self.mask.select(&params.info().names);
         Ok(MaskedState {

@@ -161,6 +161,37 @@ pub trait GradientTransformation<E: Dtype, D: Device<E>> {
         params: &Params<E, D>,
     ) -> Result<(), D::Err>;
 
+    /// The learning rate of the last update (before any, the first
+    /// update's), as a schedule gave it at that update's count: what
+    /// Optax's `inject_hyperparams` keeps in its state. `None` for a
+    /// transformation without one; a [`chain`] gives its last member's
+    /// that has one, and the wrappers ([`apply_if_finite`], [`masked`],
+    /// [`multi_steps`]) their inner transformation's.
+    ///
+    /// ```
+    /// use flaxen_runtime::dfdx::prelude::*;
+    /// use flaxen_runtime::optim::*;
+    /// use flaxen_runtime::schedule::linear;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let mut model = dev.build_module::<Linear<3, 2>, f32>();
+    /// let tx = chain((clip_by_global_norm(1.0), adam(linear(1.0, 0.0, 10))));
+    /// let mut state = tx.init_model(&model).unwrap();
+    /// assert_eq!(tx.learning_rate(&state), Some(1.0));
+    /// for _ in 0..3 {
+    ///     let x: Tensor<Rank2<4, 3>, f32, _> = dev.sample_normal();
+    ///     let grads = model.forward(x.leaky_trace()).square().mean().backward();
+    ///     tx.apply_model(&mut state, grads, &mut model).unwrap();
+    /// }
+    /// // The third update ran at count 2: 1 - 2 / 10.
+    /// assert!((tx.learning_rate(&state).unwrap() - 0.8).abs() < 1e-6);
+    /// assert_eq!(GradientTransformation::<f32, Cpu>::learning_rate(&clip_by_global_norm(1.0), &()), None);
+    /// ```
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        let _ = state;
+        None
+    }
+
     /// Checks that the transformation can run on parameters with these
     /// names and shapes: a mask that selects nothing
     /// ([`OptimError::EmptyMask`]), a label with no transformation

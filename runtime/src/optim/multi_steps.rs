@@ -95,6 +95,10 @@ impl<E: Dtype, D: Device<E>, T: GradientTransformation<E, D>> GradientTransforma
         self.inner.validate(info)
     }
 
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        self.inner.learning_rate(&state.inner)
+    }
+
     type State = MultiStepsState<T::State, E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

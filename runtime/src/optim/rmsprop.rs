@@ -150,6 +150,10 @@ pub struct RmsPropState<E, D: dfdx::prelude::Storage<E>> {
 }
 
 impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for RmsProp<L> {
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        Some(self.learning_rate.value(state.count.saturating_sub(1)))
+    }
+
     type State = RmsPropState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {

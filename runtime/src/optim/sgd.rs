@@ -64,6 +64,10 @@ pub struct SgdState<E, D: dfdx::prelude::Storage<E>> {
 }
 
 impl<E: Dtype, D: Device<E>, L: Schedule> GradientTransformation<E, D> for Sgd<L> {
+    fn learning_rate(&self, state: &Self::State) -> Option<f64> {
+        Some(self.learning_rate.value(state.count.saturating_sub(1)))
+    }
+
     type State = SgdState<E, D>;
 
     fn init(&self, params: &Params<E, D>) -> Result<Self::State, D::Err> {
