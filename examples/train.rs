@@ -410,8 +410,7 @@ where
         args.lr * 0.01,
     );
     let tx = chain((clip_by_global_norm(1.0), adamw(schedule, 1e-4)));
-    let mut state: State<M::Net> = TrainState::create(dev.build_module::<M, f32>(), tx)
-        .map_err(|e| anyhow::anyhow!("device error: {e:?}"))?;
+    let mut state: State<M::Net> = TrainState::try_create(dev.build_module::<M, f32>(), tx)?;
     // Same model, seed and options on every rank, or every rank stops here.
     dp.check_agree(
         &state.params,

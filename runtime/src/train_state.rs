@@ -35,7 +35,7 @@ use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
 use crate::checkpoint::{load_module_state, save_module_state};
-use crate::optim::{GradientTransformation, Params};
+use crate::optim::{GradientTransformation, OptimError, Params};
 use crate::state::{StateDict, StateError, StateMap};
 
 /// A scalar loss that stays on the device (read it with `.array()` when
@@ -108,6 +108,49 @@ where
             .clone();
         let opt_state = tx.init(&p)?;
         drop(p);
+        Self::assemble(params, tx, opt_state, dev)
+    }
+
+    /// [`create`](Self::create), with the optimizer's settings checked
+    /// against the model first (Optax finds these only when a leaf is
+    /// missing at update time): a mask that selects no parameter
+    /// ([`OptimError::EmptyMask`]), a parameter label with no
+    /// transformation ([`OptimError::UnknownLabel`]), a model with no
+    /// trainable tensor ([`OptimError::NoParameters`], where `create`
+    /// panics); a device failure is [`OptimError::Device`].
+    ///
+    /// ```
+    /// use flaxen_runtime::dfdx::prelude::*;
+    /// use flaxen_runtime::optim::*;
+    /// use flaxen_runtime::train_state::TrainState;
+    ///
+    /// let dev: Cpu = Default::default();
+    /// let model = dev.build_module::<Linear<3, 2>, f32>();
+    /// // A weight-decay mask that matches no key (a Flax name, `kernel`).
+    /// let tx = adamw(1e-3, 1e-4).mask(|key| key.ends_with("kernel"));
+    /// let err = TrainState::try_create(model, tx).unwrap_err();
+    /// assert!(matches!(err, OptimError::EmptyMask { .. }), "{err}");
+    ///
+    /// let nothing = TrainState::<_, _, f32, Cpu>::try_create(dev.build_module::<ReLU, f32>(), adam(1e-3));
+    /// assert!(matches!(nothing, Err(OptimError::NoParameters)));
+    ///
+    /// let model = dev.build_module::<Linear<3, 2>, f32>();
+    /// let tx = adamw(1e-3, 1e-4).mask(|key| key.ends_with("weight"));
+    /// assert_eq!(TrainState::try_create(model, tx).unwrap().step(), 0);
+    /// ```
+    pub fn try_create(params: M, tx: O) -> Result<Self, OptimError> {
+        let device = |e: D::Err| OptimError::Device(e.to_string());
+        let p = Params::of(&params).map_err(device)?;
+        let dev = match p.leaves().first() {
+            Some(leaf) => leaf.device().clone(),
+            None => return Err(OptimError::NoParameters),
+        };
+        let opt_state = tx.try_init(&p)?;
+        drop(p);
+        Self::assemble(params, tx, opt_state, dev).map_err(device)
+    }
+
+    fn assemble(params: M, tx: O, opt_state: O::State, dev: D) -> Result<Self, D::Err> {
         let grads = params.try_alloc_grads()?;
         Ok(Self {
             params,

@@ -49,6 +49,9 @@ pub enum OptimError {
         /// The repeated label.
         label: String,
     },
+    /// The model has no trainable tensor to optimize.
+    #[error("the model has no trainable tensor: there is nothing to optimize")]
+    NoParameters,
     /// The device failed while building the state.
     #[error("device error: {0}")]
     Device(String),
