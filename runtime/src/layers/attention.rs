@@ -281,6 +281,7 @@ attention_generics! { E: Dtype + num_traits::Float, D: FlaxenDevice<E>> MultiHea
         mask: Option<Tensor<(B, Q, K), bool, D>>,
         train: bool,
     ) -> Result<Attended<B, Q, OUT, E, D, T>, D::Err> {
+        // Evaluated for its compile-time check that `H` divides `QKV`.
         let _ = Self::HEAD_FEATURES;
         // One tape for both inputs: the key and value projections record
         // their gradients even when the keys' input came without a tape.

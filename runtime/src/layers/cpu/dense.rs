@@ -42,10 +42,7 @@ pub(super) fn forward<E: Elem>(
     if o * i <= batch * (i + o) {
         let mut wt = Scratch::new(i * o);
         transpose_into(w, o, i, &mut wt);
-        let mut y = Vec::with_capacity(batch * o);
-        for _ in 0..batch {
-            y.extend_from_slice(b);
-        }
+        let mut y = bias_rows(batch, b);
         matmul_threads(
             MatMut::rows(&mut y, batch, o),
             true,
@@ -96,10 +93,7 @@ fn rows_forward<E: Elem>(
     b: &[E],
     split: bool,
 ) -> Vec<E> {
-    let mut y = Vec::with_capacity(batch * o);
-    for _ in 0..batch {
-        y.extend_from_slice(b);
-    }
+    let mut y = bias_rows(batch, b);
     let product = |y: &mut [E], x: &[E]| {
         let n = y.len() / o.max(1);
         matmul_threads(
@@ -117,6 +111,16 @@ fn rows_forward<E: Elem>(
             .for_each(|(y, x)| product(y, x));
     } else {
         product(&mut y, x);
+    }
+    y
+}
+
+/// `batch` rows, each the bias: the output a product is added into (no
+/// zeroing pass first).
+fn bias_rows<E: Elem>(batch: usize, b: &[E]) -> Vec<E> {
+    let mut y = Vec::with_capacity(batch * b.len());
+    for _ in 0..batch {
+        y.extend_from_slice(b);
     }
     y
 }

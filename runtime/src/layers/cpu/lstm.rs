@@ -123,6 +123,8 @@ fn forward_rows<E: Tanh>(
         tc: vec![E::zero(); d.steps * len * h],
         h: vec![E::zero(); d.steps * len * h],
     };
+    // The first step's previous cell: zeros, allocated once.
+    let c_zero = vec![E::zero(); len * h];
     for k in 0..d.steps {
         let t = d.time(k);
         let z = &mut r.gates[k * len * g4..(k + 1) * len * g4];
@@ -146,16 +148,17 @@ fn forward_rows<E: Tanh>(
                 Mat::rows(wcat, h, g4),
             );
         }
-        let c_prev: Vec<E> = match k {
-            0 => vec![E::zero(); len * h],
-            _ => r.c[(k - 1) * len * h..k * len * h].to_vec(),
+        // The previous step's cell and this one's, from one buffer.
+        let (before, c) = r.c.split_at_mut(k * len * h);
+        let c_prev = match k {
+            0 => &c_zero[..],
+            _ => &before[(k - 1) * len * h..],
         };
-        let (c, tc, hh) = (
-            &mut r.c[k * len * h..(k + 1) * len * h],
+        let (tc, hh) = (
             &mut r.tc[k * len * h..(k + 1) * len * h],
             &mut r.h[k * len * h..(k + 1) * len * h],
         );
-        gates_simd(z, &c_prev, c, tc, hh, h);
+        gates_simd(z, c_prev, &mut c[..len * h], tc, hh, h);
     }
     r
 }

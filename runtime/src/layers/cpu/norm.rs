@@ -56,27 +56,27 @@ fn forward_rows<E: Elem>(
         let k = E::one() / (var + p.eps).sqrt();
         inv[r] = k;
         let first = p.first_entry(r0 + r);
-        if plane == 1 {
-            let s = &p.scale[first..first + row];
-            for (j, (y, &v)) in yr.iter_mut().zip(xr).enumerate() {
-                let b = if p.bias.is_empty() {
-                    E::zero()
-                } else {
-                    p.bias[first + j]
-                };
-                *y = (v - mean) * k * s[j] + b;
-            }
-        }
-        let segments = yr.chunks_exact_mut(plane).zip(xr.chunks_exact(plane));
-        for (c, (ys, xs)) in segments.enumerate().filter(|_| plane > 1) {
-            let s = p.scale[first + c];
-            let b = if p.bias.is_empty() {
+        let bias = |c: usize| {
+            if p.bias.is_empty() {
                 E::zero()
             } else {
                 p.bias[first + c]
-            };
-            for (y, &v) in ys.iter_mut().zip(xs) {
-                *y = (v - mean) * k * s + b;
+            }
+        };
+        if plane == 1 {
+            // One scale entry per value (LayerNorm, RMSNorm).
+            let s = &p.scale[first..first + row];
+            for (j, (y, &v)) in yr.iter_mut().zip(xr).enumerate() {
+                *y = (v - mean) * k * s[j] + bias(j);
+            }
+        } else {
+            // One per plane of values (GroupNorm's channels).
+            let segments = yr.chunks_exact_mut(plane).zip(xr.chunks_exact(plane));
+            for (c, (ys, xs)) in segments.enumerate() {
+                let (s, b) = (p.scale[first + c], bias(c));
+                for (y, &v) in ys.iter_mut().zip(xs) {
+                    *y = (v - mean) * k * s + b;
+                }
             }
         }
         if !xhat.is_empty() {
@@ -136,33 +136,35 @@ fn backward_rows<E: Elem>(
                 dscale[first + j] += g[j] * h[j];
                 dbias[first + j] += g[j];
             }
-            let mean = if p.layout.center { sum / n } else { E::zero() };
-            let (dot, k) = (dot / n, inv[r]);
-            for j in 0..row {
-                d[j] += k * (g[j] * s[j] - mean - h[j] * dot);
+        } else {
+            for (c, (gc, hc)) in g.chunks_exact(plane).zip(h.chunks_exact(plane)).enumerate() {
+                let s = p.scale[first + c];
+                let (mut gsum, mut ghat) = (E::zero(), E::zero());
+                for (&g, &h) in gc.iter().zip(hc) {
+                    gsum += g;
+                    ghat += g * h;
+                }
+                sum += gsum * s;
+                dot += ghat * s;
+                dscale[first + c] += ghat;
+                dbias[first + c] += gsum;
             }
-            continue;
-        }
-        for (c, (gc, hc)) in g.chunks_exact(plane).zip(h.chunks_exact(plane)).enumerate() {
-            let s = p.scale[first + c];
-            let (mut gsum, mut ghat) = (E::zero(), E::zero());
-            for (&g, &h) in gc.iter().zip(hc) {
-                gsum += g;
-                ghat += g * h;
-            }
-            sum += gsum * s;
-            dot += ghat * s;
-            dscale[first + c] += ghat;
-            dbias[first + c] += gsum;
         }
         let mean = if p.layout.center { sum / n } else { E::zero() };
         let (dot, k) = (dot / n, inv[r]);
-        let segments = d.chunks_exact_mut(plane).zip(g.chunks_exact(plane));
-        for (c, (dc, gc)) in segments.enumerate() {
-            let s = p.scale[first + c];
-            let hc = &h[c * plane..(c + 1) * plane];
-            for ((d, &g), &h) in dc.iter_mut().zip(gc).zip(hc) {
-                *d += k * (g * s - mean - h * dot);
+        if plane == 1 {
+            let s = &p.scale[first..first + row];
+            for j in 0..row {
+                d[j] += k * (g[j] * s[j] - mean - h[j] * dot);
+            }
+        } else {
+            let segments = d.chunks_exact_mut(plane).zip(g.chunks_exact(plane));
+            for (c, (dc, gc)) in segments.enumerate() {
+                let s = p.scale[first + c];
+                let hc = &h[c * plane..(c + 1) * plane];
+                for ((d, &g), &h) in dc.iter_mut().zip(gc).zip(hc) {
+                    *d += k * (g * s - mean - h * dot);
+                }
             }
         }
     }
