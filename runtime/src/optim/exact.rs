@@ -29,10 +29,12 @@ use rayon::prelude::*;
 
 /// Adam's constants for one step, from `f64` hyper-parameters.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct AdamConsts {
+pub struct AdamConsts {
     pub(crate) b1: f64,
     pub(crate) b2: f64,
     pub(crate) eps: f64,
+    /// Added to `v̂` inside the square root (0 for Adam, exact then).
+    pub(crate) eps_root: f64,
     /// 1-based step, for the bias corrections.
     pub(crate) t: i32,
 }
@@ -260,6 +262,7 @@ struct AdamDir<F> {
     bc1: F,
     bc2: F,
     eps: F,
+    eps_root: F,
 }
 
 impl<F: Float> AdamDir<F> {
@@ -278,6 +281,7 @@ impl<F: Float> AdamDir<F> {
             bc1: F::one() - pow(b1),
             bc2: F::one() - pow(b2),
             eps: cast(c.eps),
+            eps_root: cast(c.eps_root),
         }
     }
 
@@ -286,7 +290,7 @@ impl<F: Float> AdamDir<F> {
     fn step(&self, m: &mut F, v: &mut F, g: F) -> F {
         *m = self.w1 * g + self.b1 * *m;
         *v = self.w2 * (g * g) + self.b2 * *v;
-        (*m / self.bc1) / ((*v / self.bc2).sqrt() + self.eps)
+        (*m / self.bc1) / ((*v / self.bc2 + self.eps_root).sqrt() + self.eps)
     }
 }
 
@@ -431,6 +435,7 @@ mod tests {
                         b1: 0.9,
                         b2: 0.999,
                         eps: 1e-8,
+                        eps_root: 0.0,
                         t: 3,
                     },
                     lr: 0.7,

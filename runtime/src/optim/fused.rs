@@ -1,238 +1,266 @@
-//! Shared machinery of the optimizers that run dfdx's fused kernels
-//! (`sgd`, `adam`, `adamw`, `rmsprop`).
+//! The fused fast paths: dfdx's optimizer kernels (and Optax-exact host
+//! passes) that do the work of several primitives in one pass per tensor,
+//! and the plan that picks one for a chain of primitives.
 //!
 //! dfdx's kernels read the gradient and the moments as raw device buffers
-//! and write the result into a tensor. Each leaf therefore owns an output
-//! tensor (zeroed before each step, so the kernel's `param -= step` leaves
-//! exactly `-step`, the Optax update) and its moment buffers live in
-//! [`Gradients`] maps keyed by that output tensor's id.
+//! and write the result into a tensor: `param -= step(grad, moments)`.
+//! Run on a zeroed tensor they leave exactly `-step`, the Optax update
+//! ([`LeafState::kernel_step`](super::state::LeafState)); run on the
+//! parameter they apply it in place.
+//!
+//! A chain matches a plan when its primitives, with the no-ops left out,
+//! are one of ([`plan`]):
+//! - `scale_by_adam`, `scale_by_learning_rate`: the Adam kernel;
+//! - `scale_by_adam`, `add_decayed_weights` (unmasked),
+//!   `scale_by_learning_rate`: the Adam kernel with decoupled decay, when
+//!   applied in place only (the two-step path runs the primitives, which
+//!   is Optax's rounding of the decay);
+//! - `scale_by_rms`, `scale_by_learning_rate`, optionally `trace`: the
+//!   RMSProp kernel;
+//! - optionally `trace`, then `scale_by_learning_rate`: the SGD kernel.
+//!
+//! Each gives the primitives' results bit for bit on host buffers
+//! (`tests/optim_optax_exact.rs`).
 
-use std::sync::Arc;
+use dfdx::prelude::{Dtype, Shape, Storage, Tensor};
+use dfdx::tensor_ops::{AdamConfig, Device, Momentum, RMSpropConfig, SgdConfig, WeightDecay};
 
-use dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut,
-};
-use dfdx::prelude::{Dtype, Gradients, HasShape, Shape, Storage, Tensor};
-use dfdx::tensor_ops::Device;
+use super::exact::{run_on_host, run_on_host_param, AdamConsts, AdamStep, Held, RmsConsts};
 
-use super::exact::Held;
-use super::leaves::{copy_into, Leaf, LeafInfo, Params, Scratch, Updates};
-use super::saved::lookup;
-use crate::state::{HostTensor, StateError, StateMap};
+/// What a primitive contributes to a fused kernel at one step.
+#[derive(Debug, Clone, Copy)]
+pub enum Fusion {
+    /// Not part of any kernel.
+    No,
+    /// Changes nothing this step (a zero decay, a trace without momentum).
+    Skip,
+    /// `scale_by_adam` (`pytorch`: dfdx's rounding of the constants).
+    Adam { consts: AdamConsts, pytorch: bool },
+    /// `scale_by_rms` / `scale_by_stddev`.
+    Rms {
+        decay: f64,
+        eps: f64,
+        centered: bool,
+    },
+    /// `trace`.
+    Trace { momentum: f64, nesterov: bool },
+    /// `add_decayed_weights` on every leaf.
+    Decay(f64),
+    /// `scale_by_learning_rate` (flipped sign) at this step's rate.
+    Lr(f64),
+}
 
-/// One of dfdx's fused optimizer kernels with its configuration for this
-/// step: `param -= step(grad, moments)`.
-pub(crate) trait Kernel<E: Dtype, D: Device<E>> {
-    /// `held` is the leaf's [`Held`], for kernels that keep the parameter's
-    /// values in a buffer between steps.
-    fn run<S: Shape>(
+/// One of dfdx's fused optimizer kernels (or an Optax-exact host pass) with
+/// its configuration for one step: `param -= step(grad, moments)`. A
+/// primitive alone runs one with a learning rate of -1, which leaves its
+/// direction in a zeroed tensor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Plan {
+    /// Adam at step `t`: Optax's direction and learning-rate step in one
+    /// pass on host buffers ([`AdamStep`]), dfdx's fused Adam kernel
+    /// elsewhere or with `pytorch`. Buffers: `mu`, `nu`, and on host the
+    /// direction (which holds the parameter between steps, see [`Held`]).
+    Adam(AdamKernel),
+    /// Optax's rmsprop on host buffers, then dfdx's SGD kernel adding the
+    /// update; elsewhere dfdx's fused RMSprop kernel (eps inside the square
+    /// root, as Optax's default `eps_in_sqrt=True`). Buffers: `nu`, `mu`
+    /// (centred), `trace` (momentum), then the host pass's output or
+    /// dfdx's unused ones.
+    Rms(RmsConsts),
+    /// dfdx's SGD kernel: `velocity = g + m * velocity`, `param -= lr *
+    /// velocity` (Optax's `trace` then the learning rate); without momentum
+    /// it only reads its velocity buffer.
+    Sgd(SgdConfig),
+}
+
+impl Plan {
+    /// Unsaved kernel buffers the plan walks besides the primitives' own.
+    pub(crate) fn extra(&self, host: bool) -> usize {
+        match self {
+            Plan::Adam(k) => usize::from(host && !k.pytorch),
+            Plan::Rms(c) => rms_extra(c, host),
+            Plan::Sgd(cfg) => usize::from(cfg.momentum.is_none()),
+        }
+    }
+}
+
+/// RMSProp's unsaved buffers: the host pass writes the update into one;
+/// dfdx's kernel walks momentum and centering buffers even when unused.
+pub(crate) fn rms_extra(c: &RmsConsts, host: bool) -> usize {
+    let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());
+    if host {
+        1
+    } else {
+        3 - saved
+    }
+}
+
+/// The kernel for a chain whose members contribute `parts`, if any;
+/// `in_place`: the updates are applied to the parameters right away.
+pub(crate) fn plan(parts: &[Fusion], in_place: bool) -> Option<Plan> {
+    let parts: Vec<Fusion> = parts
+        .iter()
+        .copied()
+        .filter(|p| !matches!(p, Fusion::Skip))
+        .collect();
+    let adam = |consts: AdamConsts, pytorch, lr, wd: Option<f64>| {
+        Plan::Adam(AdamKernel {
+            t: consts.t,
+            eps_root: consts.eps_root,
+            cfg: AdamConfig {
+                lr,
+                betas: [consts.b1, consts.b2],
+                eps: consts.eps,
+                weight_decay: wd.map(WeightDecay::Decoupled),
+            },
+            pytorch,
+        })
+    };
+    let sgd = |lr, momentum: Option<(f64, bool)>| {
+        Plan::Sgd(SgdConfig {
+            lr,
+            momentum: momentum.map(|(m, nesterov)| match nesterov {
+                true => Momentum::Nesterov(m),
+                false => Momentum::Classic(m),
+            }),
+            weight_decay: None,
+        })
+    };
+    let rms = |decay, eps, centered, lr, momentum: Option<(f64, bool)>| {
+        Plan::Rms(RmsConsts {
+            lr,
+            decay,
+            eps,
+            centered,
+            momentum: momentum.map(|m| m.0),
+            nesterov: momentum.is_some_and(|m| m.1),
+        })
+    };
+    use Fusion::*;
+    Some(match parts[..] {
+        [Adam { consts, pytorch }, Lr(lr)] => adam(consts, pytorch, lr, None),
+        [Adam { consts, pytorch }, Decay(wd), Lr(lr)] if in_place => {
+            adam(consts, pytorch, lr, Some(wd))
+        }
+        [Rms {
+            decay,
+            eps,
+            centered,
+        }, Lr(lr)] => rms(decay, eps, centered, lr, None),
+        [Rms {
+            decay,
+            eps,
+            centered,
+        }, Lr(lr), Trace { momentum, nesterov }] => {
+            rms(decay, eps, centered, lr, Some((momentum, nesterov)))
+        }
+        [Lr(lr)] => sgd(lr, None),
+        [Trace { momentum, nesterov }, Lr(lr)] => sgd(lr, Some((momentum, nesterov))),
+        _ => return None,
+    })
+}
+
+/// Adam's configuration for one step (see [`Plan::Adam`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdamKernel {
+    /// 1-based, for the bias corrections.
+    pub(crate) t: i32,
+    /// On host buffers only: dfdx's kernel has none.
+    pub(crate) eps_root: f64,
+    pub(crate) cfg: AdamConfig,
+    pub(crate) pytorch: bool,
+}
+
+impl Plan {
+    /// Runs the kernel on one tensor; `held` is the leaf's [`Held`].
+    pub(crate) fn run<E: Dtype, D: Device<E>, S: Shape>(
         &self,
         param: &mut Tensor<S, E, D>,
         moments: &mut [&mut <D as Storage<E>>::Vec],
         grad: &<D as Storage<E>>::Vec,
         held: &mut Held,
-    ) -> Result<(), D::Err>;
-}
-
-/// Per-leaf output tensors and moment buffers.
-#[derive(Debug, Clone)]
-pub(crate) struct Buffers<E, D: Storage<E>> {
-    info: Arc<LeafInfo>,
-    out: Vec<Leaf<E, D>>,
-    /// Names under which the first `bufs.len() - unsaved` maps are saved.
-    names: &'static [&'static str],
-    bufs: Vec<Gradients<E, D>>,
-    /// Per leaf (see [`Held`]).
-    held: Vec<Held>,
-}
-
-impl<E: Dtype, D: Device<E>> Buffers<E, D> {
-    /// `names` are saved in checkpoints; `unsaved` more zero buffers per leaf
-    /// exist only because a kernel needs them (e.g. rmsprop's momentum).
-    pub(crate) fn new(
-        params: &Params<E, D>,
-        names: &'static [&'static str],
-        unsaved: usize,
-    ) -> Result<Self, D::Err> {
-        let mut out = Vec::with_capacity(params.len());
-        for leaf in params.leaves() {
-            out.push(leaf.device().try_zeros_like(leaf.shape())?);
-        }
-        let mut bufs = Vec::new();
-        for _ in 0..names.len() + unsaved {
-            let mut g = Gradients::leaky();
-            for o in &out {
-                g.try_alloc_for(o)?;
-            }
-            bufs.push(g);
-        }
-        let held = out.iter().map(|_| Held::default()).collect();
-        Ok(Self {
-            info: params.info_arc(),
-            out,
-            names,
-            bufs,
-            held,
-        })
-    }
-
-    /// Runs `kernel` on every leaf with a zeroed `out` as the parameter, so
-    /// that `out` ends up as exactly `-step`, then `post(i, out)`, and makes
-    /// `out` the leaf's update.
-    pub(crate) fn step<K: Kernel<E, D>, F>(
-        &mut self,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-        kernel: &K,
-        mut post: F,
-    ) -> Result<(), D::Err>
-    where
-        F: FnMut(usize, &mut Leaf<E, D>) -> Result<(), D::Err>,
-    {
-        assert_eq!(
-            self.out.len(),
-            params.len(),
-            "optimizer state built for another model"
-        );
-        let mut scratch = Scratch::new();
-        for i in 0..self.out.len() {
-            // The previous update was applied and dropped, so this is in place.
-            self.out[i].try_fill_with_zeros()?;
-            let key = &self.out[i];
-            let mut moments = Vec::with_capacity(self.bufs.len());
-            for b in self.bufs.iter_mut() {
-                moments.push(b.get_or_alloc_mut(key)?);
-            }
-            let g = updates.buffer(i, params, &mut scratch)?;
-            // The kernel's buffers hold this step's values, not the
-            // parameter's, from here on.
-            self.held[i].clear();
-            kernel.run(&mut self.out[i], &mut moments, g, &mut Held::default())?;
-            post(i, &mut self.out[i])?;
-            updates.set(i, self.out[i].clone());
-        }
-        Ok(())
-    }
-
-    /// Runs `kernel` directly on the parameters of `model` with `updates` as
-    /// the gradients (one pass per tensor, as dfdx's own optimizers do). A
-    /// gradient that backward never wrote counts as zeros.
-    pub(crate) fn apply_in_place<M: TensorCollection<E, D>, K: Kernel<E, D>>(
-        &mut self,
-        updates: &mut Updates<E, D>,
-        model: &mut M,
-        kernel: &K,
     ) -> Result<(), D::Err> {
-        let mut op = InPlace {
-            buffers: self,
-            updates,
-            scratch: Scratch::new(),
-            kernel,
-            i: 0,
-        };
-        M::iter_tensors(&mut RecursiveWalker {
-            m: model,
-            f: &mut op,
-        })?;
-        assert_eq!(
-            op.i,
-            self.out.len(),
-            "optimizer state built for another model"
-        );
-        Ok(())
-    }
-
-    /// Saves the named moments as `{prefix}{name}.{leaf}` with the leaf's
-    /// original shape.
-    pub(crate) fn save(&self, prefix: &str, out: &mut StateMap<E>) {
-        for (name, buf) in self.names.iter().zip(&self.bufs) {
-            for (i, key) in self.out.iter().enumerate() {
-                out.insert(
-                    format!("{prefix}{name}.{}", self.info.names[i]),
-                    HostTensor {
-                        shape: self.info.shapes[i].clone(),
-                        data: buf.get(key).as_vec(),
-                    },
-                );
-            }
+        match self {
+            Plan::Adam(k) => k.run(param, moments, grad, held),
+            Plan::Rms(c) => run_rms(c, param, moments, grad),
+            Plan::Sgd(cfg) => cfg.try_update(param, moments[0], grad),
         }
     }
+}
 
-    /// Validates and converts the named moments of `src`; nothing changes
-    /// until [`Buffers::commit`].
-    pub(crate) fn prepare(
+impl AdamKernel {
+    fn run<E: Dtype, D: Device<E>, S: Shape>(
         &self,
-        prefix: &str,
-        src: &StateMap<E>,
-    ) -> Result<Vec<Gradients<E, D>>, StateError> {
-        let mut fresh = Vec::new();
-        for name in self.names {
-            let mut found = Vec::new();
-            for (i, shape) in self.info.shapes.iter().enumerate() {
-                let key = format!("{prefix}{name}.{}", self.info.names[i]);
-                found.push(lookup(src, &key, shape)?);
+        param: &mut Tensor<S, E, D>,
+        moments: &mut [&mut <D as Storage<E>>::Vec],
+        grad: &<D as Storage<E>>::Vec,
+        held: &mut Held,
+    ) -> Result<(), D::Err> {
+        let consts = AdamConsts {
+            b1: self.cfg.betas[0],
+            b2: self.cfg.betas[1],
+            eps: self.cfg.eps,
+            eps_root: self.eps_root,
+            t: self.t,
+        };
+        // Three buffers (mu, nu, direction) exactly when the state was
+        // built for the host kernel.
+        if let (false, [mu, nu, dir]) = (self.pytorch, &mut *moments) {
+            // `param -= lr * (dir + wd * param)`: Optax's
+            // `add_decayed_weights` then `scale_by_learning_rate`, after the
+            // direction in the same pass; the direction's buffer holds the
+            // parameter meanwhile.
+            let step = AdamStep {
+                adam: consts,
+                lr: self.cfg.lr,
+                weight_decay: self.cfg.weight_decay.map(|wd| match wd {
+                    WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
+                }),
+            };
+            if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
+                return Ok(());
             }
-            let mut g = Gradients::leaky();
-            let mut zeros = Gradients::leaky();
-            for (key, host) in self.out.iter().zip(found) {
-                let mut t = key
-                    .device()
-                    .tensor_from_vec(host.data.clone(), *key.shape());
-                copy_into(&mut t, key, &mut zeros, &mut g).map_err(|e| StateError::Invalid {
-                    key: format!("{prefix}{name}"),
-                    reason: format!("device error: {e}"),
-                })?;
-            }
-            fresh.push(g);
         }
-        Ok(fresh)
-    }
-
-    /// Installs buffers returned by [`Buffers::prepare`].
-    pub(crate) fn commit(&mut self, fresh: Vec<Gradients<E, D>>) {
-        for (dst, src) in self.bufs.iter_mut().zip(fresh) {
-            *dst = src;
-        }
+        let [mu, nu, ..] = moments else {
+            unreachable!("adam has two moments")
+        };
+        self.cfg.try_update(self.t, param, mu, nu, grad)
     }
 }
 
-struct InPlace<'a, E, D: Storage<E>, K> {
-    buffers: &'a mut Buffers<E, D>,
-    updates: &'a mut Updates<E, D>,
-    scratch: Scratch<E, D>,
-    kernel: &'a K,
-    i: usize,
-}
-
-impl<E: Dtype, D: Device<E>, K: Kernel<E, D>> TensorVisitor<E, D> for InPlace<'_, E, D, K> {
-    type Viewer = ViewTensorMut;
-    type Err = D::Err;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        opts: TensorOptions<S, E, D>,
-        p: &mut Tensor<S, E, D>,
-    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        if !opts.do_gradient_update {
-            return Ok(None);
-        }
-        let i = self.i;
-        let key = &self.buffers.out[i];
-        assert_eq!(
-            key.shape().0,
-            p.shape().num_elements(),
-            "optimizer state built for another model"
-        );
-        self.i += 1;
-        let mut moments = Vec::with_capacity(self.buffers.bufs.len());
-        for b in self.buffers.bufs.iter_mut() {
-            moments.push(b.get_or_alloc_mut(key)?);
-        }
-        let g = self.updates.buffer_for(i, p, &mut self.scratch)?;
-        self.kernel
-            .run(p, &mut moments, g, &mut self.buffers.held[i])?;
-        Ok(None)
+fn run_rms<E: Dtype, D: Device<E>, S: Shape>(
+    c: &RmsConsts,
+    param: &mut Tensor<S, E, D>,
+    moments: &mut [&mut <D as Storage<E>>::Vec],
+    grad: &<D as Storage<E>>::Vec,
+) -> Result<(), D::Err> {
+    let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());
+    // One buffer past the saved ones exactly when the state was built
+    // for the host kernel.
+    if moments.len() == saved + 1 && run_on_host(c, moments, grad) {
+        let [nu, .., out] = moments else {
+            unreachable!("at least two buffers")
+        };
+        // `param -= -1 * update`, i.e. `param + update` exactly; with
+        // no momentum the kernel only reads its velocity buffer.
+        let add = SgdConfig {
+            lr: -1.0,
+            momentum: None,
+            weight_decay: None,
+        };
+        return add.try_update(param, nu, out);
     }
+    let [nu, x, y] = moments else {
+        unreachable!("dfdx's rmsprop has three buffers")
+    };
+    let (momentum, grad_avg) = if c.centered { (y, x) } else { (x, y) };
+    let cfg = RMSpropConfig {
+        lr: c.lr,
+        alpha: c.decay,
+        eps: c.eps,
+        momentum: c.momentum,
+        centered: c.centered,
+        weight_decay: None,
+    };
+    cfg.try_update(param, momentum, nu, grad_avg, grad)
 }

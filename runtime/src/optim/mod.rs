@@ -15,19 +15,32 @@
 //! knowing its shapes. Names such as `dense_0.weight` are kept for
 //! checkpoints.
 //!
-//! # Where the work happens
+//! # Primitives, optimizers and where the work happens
 //!
-//! Every per-parameter computation is a dfdx device op. `sgd`, `adam`,
-//! `adamw` and `rmsprop` run dfdx's fused optimizer kernels (one pass over
-//! the parameter); on host buffers (`Cpu`, `f32`/`f64`) `adam`, `adamw` and
-//! `rmsprop` compute Optax's update in one host pass instead, since dfdx's
-//! kernels round Adam's constants `1 - b` as PyTorch does (see
+//! As in Optax, the optimizers are chains of primitives
+//! ([`scale_by_adam`], [`scale_by_rms`], [`scale_by_belief`],
+//! [`scale_by_lion`], [`scale_by_rss`], [`scale_by_factored_rms`],
+//! [`scale_by_trust_ratio`], [`trace`], [`add_decayed_weights`],
+//! [`clip_by_global_norm`], [`scale`], [`scale_by_learning_rate`],
+//! [`scale_by_schedule`]): [`adam`] is an [`Alias`] of `scale_by_adam`,
+//! `add_decayed_weights` (zero) and `scale_by_learning_rate`, [`lamb`] adds
+//! `scale_by_trust_ratio`, and so on. Every primitive is a transformation
+//! on its own too. All of them keep their buffers in one state type,
+//! [`LeafState`] (the count and named per-leaf buffers), saved and loaded
+//! in one place.
+//!
+//! Every per-parameter computation is a dfdx device op. Where a chain
+//! matches one of dfdx's fused optimizer kernels it runs as that kernel (one
+//! pass over the parameter): `sgd`, `adam`, `adamw` and `rmsprop`; on host
+//! buffers (`Cpu`, `f32`/`f64`) `scale_by_adam` and `scale_by_rms` compute
+//! Optax's arithmetic in one host pass instead, since dfdx's kernels round
+//! Adam's constants `1 - b` as PyTorch does (see
 //! [`Adam::pytorch_arithmetic`]) and apply RMSProp's momentum before the
-//! learning rate.
-//! The other transformations use dfdx tensor ops, and
+//! learning rate. The fused path gives the primitives' results bit for bit
+//! on host buffers. The other primitives use dfdx tensor ops, and
 //! `clip_by_global_norm` keeps the norm and the factor as device scalars.
-//! Nothing is copied to the host during an update; only the step count (host
-//! state) feeds the schedules.
+//! Nothing is copied to the host during an update; only the step count
+//! (host state) feeds the schedules.
 //!
 //! Two ways to apply an optimizer:
 //! - [`GradientTransformation::update_model`] then [`apply_updates`]: the
@@ -45,14 +58,17 @@
 //! - Sign convention and semantics are Optax's (`params += updates`;
 //!   `adamw` decays before the learning-rate scaling; `rmsprop` has `eps`
 //!   inside the square root, Optax's default). The `tests/optim_optax.rs`
-//!   fixtures from Optax 0.2.8 pass within 1e-5 relative on both paths.
+//!   fixtures from Optax 0.2.8 pass within 1e-5 relative on both paths;
+//!   `tests/optim_optax_exact.rs` holds the Adam family, lion and centred
+//!   rmsprop in `f32` to Optax's values bit for bit, `f64` to 1e-12.
 //! - dfdx offers no public access to a tensor's raw buffer, which its fused
 //!   kernels need for the gradient and moments. Moments therefore live in
 //!   `Gradients` maps keyed by a per-leaf output tensor that the state owns
 //!   (not by the parameter ids, so a state is self-contained); a gradient
 //!   that an earlier transformation rewrote is copied into a fresh buffer on
 //!   the device (through dfdx's SGD kernel as an exact copy).
-//! - Checkpoint keys: `{prefix}count`, `{prefix}mu.<leaf>`,
+//! - Checkpoint keys (unchanged by the move to primitives: an optimizer's
+//!   members save side by side under one prefix): `{prefix}count`, `{prefix}mu.<leaf>`,
 //!   `{prefix}nu.<leaf>` (`trace.` for sgd; `nu.`, `mu.`, `trace.` for rmsprop;
 //!   `v_row.`, `v_col.` or `v.` for adafactor), chain
 //!   members under `{prefix}<i>.`, `multi_steps` under `{prefix}mini_step`,
@@ -64,8 +80,10 @@
 //!   select parameters by checkpoint key (`conv_0.weight`); the inner
 //!   states exist for the selected parameters only, saved under
 //!   `{prefix}inner.` (masked) and `{prefix}<label>.` (multi_transform).
-//! - Not provided (Optax options without a fused dfdx kernel):
-//!   `eps_root`, Nesterov Adam, and a schedule for `multi_steps`' `k`.
+//! - Not provided (Optax options without a fused dfdx kernel): Nesterov
+//!   Adam, and a schedule for `multi_steps`' `k`. `scale_by_adam`'s
+//!   `eps_root` (and so `lamb`'s) applies on host buffers; dfdx's Adam
+//!   kernel (CUDA, `f16`) has none, and says so once on stderr.
 //!
 //! ```
 //! use flaxen_runtime::dfdx::prelude::*;
@@ -82,13 +100,31 @@
 //! apply_updates(&mut model, updates).unwrap();
 //! ```
 
+/// Builder methods that set a field reached from `self` by a path of field
+/// names and tuple indices (`[0 .0 .b1]`: an [`Alias`]'s first member's
+/// `b1`), one per line with its doc.
+macro_rules! builders {
+    (impl[$($g:tt)*] $T:ty { $( $(#[$doc:meta])* $name:ident: $ty:ty => [$($path:tt)+];)+ }) => {
+        impl<$($g)*> $T {
+            $(
+                $(#[$doc])*
+                pub fn $name(mut self, $name: $ty) -> Self {
+                    self.$($path)+ = $name;
+                    self
+                }
+            )+
+        }
+    };
+}
+pub(crate) use builders;
+
 mod adabelief;
 mod adafactor;
 mod adagrad;
 mod adam;
+mod alias;
 mod apply_if_finite;
 mod chain;
-mod clip;
 mod exact;
 mod fused;
 pub(crate) use saved::{load_count, load_counter, save_count, save_counter};
@@ -97,32 +133,51 @@ mod leaves;
 mod lion;
 mod masked;
 mod multi_steps;
+mod primitives;
 mod rmsprop;
 mod saved;
 mod sgd;
+mod state;
 mod transforms;
 
-pub use adabelief::{adabelief, AdaBelief, AdaBeliefState};
-pub use adafactor::{adafactor, Adafactor, AdafactorState};
-pub use adagrad::{adagrad, Adagrad, AdagradState};
-pub use adam::{adam, adamw, Adam, AdamState};
+pub use adabelief::{adabelief, AdaBelief};
+pub use adafactor::{adafactor, Adafactor};
+pub use adagrad::{adagrad, Adagrad};
+pub use adam::{adam, adamw, Adam};
+pub use alias::Alias;
 pub use apply_if_finite::{apply_if_finite, ApplyIfFinite, ApplyIfFiniteState};
 pub use chain::{chain, Chain};
-pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
-pub use lamb::{lamb, Lamb, LambState};
+pub use lamb::{lamb, Lamb};
 pub use leaves::{apply_updates, Leaf, LeafInfo, Params, Updates};
-pub use lion::{lion, Lion, LionState};
+pub use lion::{lion, Lion};
 pub use masked::{
     decay_mask, masked, multi_transform, set_to_zero, Masked, MaskedState, MultiTransform,
     MultiTransformState, OptimError, SetToZero, NO_DECAY_SUFFIXES,
 };
 pub use multi_steps::{multi_steps, MultiSteps, MultiStepsState};
-pub use rmsprop::{rmsprop, RmsProp, RmsPropState};
-pub use sgd::{sgd, Sgd, SgdState};
-pub use transforms::{
-    add_decayed_weights, identity, scale, scale_by_schedule, AddDecayedWeights, CountState,
-    Identity, Scale, ScaleBySchedule,
-};
+pub use primitives::*;
+pub use rmsprop::{rmsprop, RmsProp};
+pub use sgd::{sgd, Sgd};
+pub use state::LeafState;
+pub use transforms::{identity, Identity};
+
+/// The state of [`adam`] and [`adamw`] (a [`LeafState`]: `count`,
+/// `mu.<leaf>`, `nu.<leaf>`).
+pub type AdamState<E, D> = LeafState<E, D>;
+/// The state of [`sgd`] (a [`LeafState`]: `count`, `trace.<leaf>`).
+pub type SgdState<E, D> = LeafState<E, D>;
+/// The state of [`rmsprop`] (a [`LeafState`]).
+pub type RmsPropState<E, D> = LeafState<E, D>;
+/// The state of [`adagrad`] (a [`LeafState`]).
+pub type AdagradState<E, D> = LeafState<E, D>;
+/// The state of [`adabelief`] (a [`LeafState`]).
+pub type AdaBeliefState<E, D> = LeafState<E, D>;
+/// The state of [`lamb`] (a [`LeafState`]).
+pub type LambState<E, D> = LeafState<E, D>;
+/// The state of [`lion`] (a [`LeafState`]).
+pub type LionState<E, D> = LeafState<E, D>;
+/// The state of [`adafactor`] (a [`LeafState`]).
+pub type AdafactorState<E, D> = LeafState<E, D>;
 
 use crate::state::StateDict;
 use dfdx::prelude::{Dtype, Gradients, TensorCollection};
@@ -185,7 +240,8 @@ pub trait GradientTransformation<E: Dtype, D: Device<E>> {
     /// }
     /// // The third update ran at count 2: 1 - 2 / 10.
     /// assert!((tx.learning_rate(&state).unwrap() - 0.8).abs() < 1e-6);
-    /// assert_eq!(GradientTransformation::<f32, Cpu>::learning_rate(&clip_by_global_norm(1.0), &()), None);
+    /// let clip = clip_by_global_norm(1.0);
+    /// assert_eq!(clip.learning_rate(&clip.init_model(&model).unwrap()), None);
     /// ```
     fn learning_rate(&self, state: &Self::State) -> Option<f64> {
         let _ = state;
@@ -295,8 +351,9 @@ pub trait GradientTransformation<E: Dtype, D: Device<E>> {
     /// on the parameters here (one pass per tensor, the cost of dfdx's own
     /// optimizers), also as the last member of a [`chain`]; `multi_steps`
     /// leaves the parameters untouched on its accumulation steps. The result
-    /// equals the two-step path up to float rounding (bit for bit except
-    /// `adamw`, which folds its decay into the kernel).
+    /// equals the two-step path bit for bit on host buffers (`Cpu`,
+    /// `f32`/`f64`); with dfdx's kernels (CUDA, `f16`) `adamw` folds its
+    /// decay into the kernel, which rounds differently.
     ///
     /// ```
     /// # use flaxen_runtime::dfdx::prelude::*;

@@ -4,7 +4,9 @@ use crate::dtype::scalar;
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
-use super::{GradientTransformation, Params, Updates};
+use crate::optim::alias::{At, Primitive};
+use crate::optim::state::LeafState;
+use crate::optim::{Params, Updates};
 
 /// Rescales the updates so that their global L2 norm (over all leaves) is at
 /// most `max_norm` (Optax `clip_by_global_norm`).
@@ -43,16 +45,11 @@ pub fn clip_by_global_norm(max_norm: f64) -> ClipByGlobalNorm {
 #[derive(Debug, Clone, Copy)]
 pub struct ClipByGlobalNorm(pub f64);
 
-impl<E: Dtype, D: Device<E>> GradientTransformation<E, D> for ClipByGlobalNorm {
-    type State = ();
-
-    fn init(&self, _params: &Params<E, D>) -> Result<(), D::Err> {
-        Ok(())
-    }
-
+impl<E: Dtype, D: Device<E>> Primitive<E, D> for ClipByGlobalNorm {
     fn update(
         &self,
-        _: &mut (),
+        _at: At,
+        _state: &mut LeafState<E, D>,
         updates: &mut Updates<E, D>,
         params: &Params<E, D>,
     ) -> Result<(), D::Err> {
