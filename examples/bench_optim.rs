@@ -10,7 +10,8 @@
 //! conv 32→64 3x3, dense 3136→256, dense 256→10): an optimizer only sees
 //! tensors, so this is the same work as on the real model.
 //!
-//! `cargo run --release --example bench_optim [iterations]`
+//! `cargo run --release --example bench_optim [iterations]`; glibc's malloc
+//! keeps freed memory (`keep_freed_memory`), as in the training examples.
 
 use flaxen::runtime::dfdx::nn::tensor_collection::*;
 use flaxen::runtime::dfdx::optim::{Adam, Optimizer};
@@ -135,6 +136,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    // As every training program here does: with glibc's default dynamic
+    // mmap threshold, an optimizer's timing depends on what the benchmarks
+    // before it allocated (adabelief measured 1.5x apart in two builds whose
+    // only difference was another optimizer's allocations).
+    flaxen::runtime::malloc::keep_freed_memory();
     let iters: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

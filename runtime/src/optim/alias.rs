@@ -43,15 +43,8 @@ mod sealed {
             false
         }
 
-        /// Transforms `updates` at update number `at.count` (0 for the
-        /// first), with its buffers `state.part(at.k)`.
-        fn update(
-            &self,
-            at: At,
-            state: &mut LeafState<E, D>,
-            updates: &mut Updates<E, D>,
-            params: &Params<E, D>,
-        ) -> Result<(), D::Err>;
+        /// Transforms the updates of one step ([`Step::parts`]).
+        fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err>;
 
         /// The learning rate it applies at update number `count`.
         fn learning_rate(&self, count: u64) -> Option<f64> {
@@ -85,11 +78,35 @@ mod sealed {
 }
 use sealed::AsMembers;
 
-/// Where a primitive runs: the update number and its place in the chain.
+/// Where a primitive runs: the update number (0 for the first) and its
+/// place in the chain, whose buffers are `state.part(k)`.
 #[derive(Debug, Clone, Copy)]
 pub struct At {
     pub(crate) count: u64,
     pub(crate) k: usize,
+}
+
+/// One primitive's share of an update.
+pub struct Step<'a, E: Dtype, D: Device<E>> {
+    at: At,
+    state: &'a mut LeafState<E, D>,
+    updates: &'a mut Updates<E, D>,
+    params: &'a Params<E, D>,
+}
+
+/// What [`Step::parts`] gives.
+type Parts<'s, E, D> = (
+    At,
+    &'s mut LeafState<E, D>,
+    &'s mut Updates<E, D>,
+    &'s Params<E, D>,
+);
+
+impl<E: Dtype, D: Device<E>> Step<'_, E, D> {
+    /// Where it runs, the state, the updates to transform, the parameters.
+    pub(crate) fn parts(&mut self) -> Parts<'_, E, D> {
+        (self.at, self.state, self.updates, self.params)
+    }
 }
 
 /// An optimizer defined as a chain of primitives sharing one
@@ -156,7 +173,12 @@ fn update<E: Dtype, D: Device<E>>(
         return state.kernel_step(0..ms.len(), &kernel, updates, params);
     }
     for (k, m) in ms.iter().enumerate() {
-        m.update(At { count, k }, state, updates, params)?;
+        m.update(&mut Step {
+            at: At { count, k },
+            state: &mut *state,
+            updates: &mut *updates,
+            params,
+        })?;
     }
     Ok(())
 }

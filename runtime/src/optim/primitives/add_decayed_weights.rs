@@ -3,11 +3,10 @@
 use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::alias::{At, Primitive};
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::fused::Fusion;
 use crate::optim::masked::Mask;
-use crate::optim::state::LeafState;
-use crate::optim::{LeafInfo, OptimError, Params, Updates};
+use crate::optim::{LeafInfo, OptimError};
 
 /// Optax's `add_decayed_weights(weight_decay, mask=None)`: `updates +=
 /// weight_decay * params`, on every parameter or, with
@@ -69,13 +68,8 @@ impl AddDecayedWeights {
 }
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for AddDecayedWeights {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         if self.weight_decay == 0.0 {
             return Ok(());
         }

@@ -5,9 +5,8 @@ use dfdx::prelude::{Dtype, HasShape, Tensor};
 use dfdx::tensor_ops::{BroadcastTo, Device, SumTo, TryDiv, TryMul};
 
 use crate::dtype::scalar;
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::LeafState;
-use crate::optim::{Leaf, Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::Leaf;
 
 fn rms<E: Dtype, D: Device<E>>(x: &Leaf<E, D>) -> Result<Tensor<(), E, D>, D::Err> {
     let n = E::from_usize(x.shape().0).unwrap_or_default();
@@ -35,13 +34,8 @@ pub fn clip_by_block_rms(threshold: f64) -> ClipByBlockRms {
 pub struct ClipByBlockRms(pub Option<f64>);
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for ClipByBlockRms {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         let Some(c) = self.0 else {
             return Ok(());
         };
@@ -80,13 +74,8 @@ pub fn scale_by_param_block_rms() -> ScaleByParamBlockRms {
 pub struct ScaleByParamBlockRms(pub bool);
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByParamBlockRms {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         if !self.0 {
             return Ok(());
         }

@@ -4,9 +4,7 @@ use crate::dtype::scalar;
 use dfdx::prelude::*;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::LeafState;
-use crate::optim::{Params, Updates};
+use crate::optim::alias::{Primitive, Step};
 
 /// Rescales the updates so that their global L2 norm (over all leaves) is at
 /// most `max_norm` (Optax `clip_by_global_norm`).
@@ -46,13 +44,8 @@ pub fn clip_by_global_norm(max_norm: f64) -> ClipByGlobalNorm {
 pub struct ClipByGlobalNorm(pub f64);
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for ClipByGlobalNorm {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         if updates.is_empty() {
             return Ok(());
         }

@@ -3,11 +3,9 @@
 use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::alias::{At, Primitive};
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::fused::Fusion;
-use crate::optim::state::LeafState;
 use crate::optim::transforms::scale_all;
-use crate::optim::{Params, Updates};
 use crate::schedule::Schedule;
 
 /// Optax's `scale_by_learning_rate(learning_rate, flip_sign=True)`:
@@ -62,13 +60,8 @@ impl<E: Dtype, D: Device<E>, L: Schedule> Primitive<E, D> for ScaleByLearningRat
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, _, updates, params) = step.parts();
         let lr = self.learning_rate.value(at.count);
         scale_all(updates, params, if self.flip_sign { -lr } else { lr })
     }
@@ -112,13 +105,8 @@ impl<E: Dtype, D: Device<E>, S: Schedule> Primitive<E, D> for ScaleBySchedule<S>
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, _, updates, params) = step.parts();
         scale_all(updates, params, self.0.value(at.count))
     }
 }

@@ -3,10 +3,8 @@
 use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::LeafState;
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::transforms::scale_all;
-use crate::optim::{Params, Updates};
 
 /// Optax's `scale(step_size)`: `updates *= step_size`. No state.
 ///
@@ -29,13 +27,8 @@ pub fn scale(factor: f64) -> Scale {
 pub struct Scale(pub f64);
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for Scale {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         scale_all(updates, params, self.0)
     }
 }

@@ -3,11 +3,11 @@
 use dfdx::prelude::{Dtype, Storage};
 use dfdx::tensor_ops::{AdamConfig, Device};
 
-use crate::optim::alias::{At, Primitive};
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::exact::{on_host, AdamConsts};
 use crate::optim::fused::{AdamKernel, Fusion, Plan};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0)`:
 /// `mu = (1 - b1) g + b1 mu`, `nu = (1 - b2) g² + b2 nu`, `updates = m̂ /
@@ -107,13 +107,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByAdam {
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         let c = self.consts(at.count);
         // `param -= -1 * direction` on a zeroed tensor leaves the direction.
         let kernel = AdamKernel {

@@ -4,9 +4,9 @@ use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::{Device, TryAdd, TryDiv, TryMul, TrySub};
 
 use crate::dtype::scalar;
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// `1 - b^t` in the dtype from `b` rounded to
 /// it (its power correctly rounded, `1 - x` rounded once), as Optax
@@ -87,13 +87,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByBelief {
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         let t = at.count + 1;
         let cast = scalar::<E>;
         let (b1, b2) = (cast(self.b1), cast(self.b2));

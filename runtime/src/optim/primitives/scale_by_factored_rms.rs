@@ -4,9 +4,9 @@ use dfdx::prelude::{Axis, Dtype, HasShape, ReshapeTo, Tensor};
 use dfdx::tensor_ops::{BroadcastTo, Device, SumTo, TryAdd, TryDiv, TryMul};
 
 use crate::dtype::scalar;
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `scale_by_factored_rms(factored=True, decay_rate=0.8,
 /// step_offset=0, min_dim_size_to_factor=128, epsilon=1e-30)`, per
@@ -179,13 +179,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByFactoredRms {
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         // Optax's `_decay_rate_pow`, in f32 whatever the dtype.
         let t = (at.count as i64 - self.decay_offset as i64 + 1) as f32;
         let decay = 1.0f32 - t.powf(-(self.decay_rate as f32));

@@ -4,9 +4,9 @@ use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::{Device, TryAdd, TryMul};
 
 use crate::dtype::scalar;
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `scale_by_lion(b1=0.9, b2=0.99)`: `updates = sign((1 - b1) g +
 /// b1 mu)`, then `mu = (1 - b2) g + b2 mu`. The sign is `clamp(x * 2^100,
@@ -49,13 +49,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByLion {
         true
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         let cast = scalar::<E>;
         // sign(x) as clamp(x * 2^100, -1, 1): exact for 0, NaN (kept, as
         // Optax) and |x| >= 2^-100 (2^-15 in f16), in two cheap unary ops

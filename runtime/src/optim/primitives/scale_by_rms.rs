@@ -3,11 +3,11 @@
 use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::Device;
 
-use crate::optim::alias::{At, Primitive};
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::exact::RmsConsts;
 use crate::optim::fused::{rms_extra, Fusion, Plan};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `scale_by_rms(decay=0.9, eps=1e-8)` (`eps_in_sqrt=True`,
 /// `initial_scale=0`): `nu = decay * nu + (1 - decay) * g²`, `updates = g *
@@ -91,13 +91,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByRms {
         rms_extra(&self.consts(), host)
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         state.kernel_step(at.k..at.k + 1, &Plan::Rms(self.consts()), updates, params)
     }
 

@@ -4,9 +4,9 @@ use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::{Device, TryAdd, TryMul};
 
 use crate::dtype::scalar;
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `scale_by_rss(initial_accumulator_value=0.1, eps=1e-7)`:
 /// `sum_of_squares += g²`, `updates = g * rsqrt(sum_of_squares + eps)`.
@@ -50,13 +50,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByRss {
         Bufs::default().with_filled("sum_of_squares", params, self.initial_accumulator_value)
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         let bufs = state.part(at.k);
         for i in 0..params.len() {
             let g = updates.take(i, params)?;

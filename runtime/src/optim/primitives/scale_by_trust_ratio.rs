@@ -3,9 +3,8 @@
 use dfdx::prelude::{Dtype, HasShape, Tensor};
 use dfdx::tensor_ops::{BroadcastTo, ChooseFrom, Device, SumTo, TryDiv, TryEq, TryMul};
 
-use crate::optim::alias::{At, Primitive};
-use crate::optim::state::LeafState;
-use crate::optim::{Leaf, Params, Updates};
+use crate::optim::alias::{Primitive, Step};
+use crate::optim::Leaf;
 
 /// Optax's `scale_by_trust_ratio(min_norm=0.0, trust_coefficient=1.0,
 /// eps=0.0)`: each leaf's update times `‖param‖ / ‖update‖`, unchanged
@@ -34,13 +33,8 @@ fn norm<E: Dtype, D: Device<E>>(x: &Leaf<E, D>) -> Result<Tensor<(), E, D>, D::E
 }
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByTrustRatio {
-    fn update(
-        &self,
-        _at: At,
-        _state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (_, _, updates, params) = step.parts();
         for (i, p) in params.leaves().iter().enumerate() {
             let u = updates.take(i, params)?;
             let (p_norm, u_norm) = (norm(p)?, norm(&u)?);

@@ -3,10 +3,10 @@
 use dfdx::prelude::Dtype;
 use dfdx::tensor_ops::{Device, Momentum, SgdConfig};
 
-use crate::optim::alias::{At, Primitive};
+use crate::optim::alias::{Primitive, Step};
 use crate::optim::fused::{Fusion, Plan};
-use crate::optim::state::{Bufs, LeafState};
-use crate::optim::{Params, Updates};
+use crate::optim::state::Bufs;
+use crate::optim::Params;
 
 /// Optax's `trace(decay, nesterov)`: `trace = g + decay * trace`, `updates
 /// = trace` (or `g + decay * trace` with `nesterov`), on dfdx's SGD kernel.
@@ -45,13 +45,8 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for MomentumTrace {
         })
     }
 
-    fn update(
-        &self,
-        at: At,
-        state: &mut LeafState<E, D>,
-        updates: &mut Updates<E, D>,
-        params: &Params<E, D>,
-    ) -> Result<(), D::Err> {
+    fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
+        let (at, state, updates, params) = step.parts();
         let Some(m) = self.momentum else {
             return Ok(());
         };
