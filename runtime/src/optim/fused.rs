@@ -181,51 +181,49 @@ impl Plan {
         held: &mut Held,
     ) -> Result<(), D::Err> {
         match self {
-            Plan::Adam(k) => k.run(param, moments, grad, held),
+            Plan::Adam(k) => run_adam(k, param, moments, grad, held),
             Plan::Rms(c) => run_rms(c, param, moments, grad),
             Plan::Sgd(cfg) => cfg.try_update(param, moments[0], grad),
         }
     }
 }
 
-impl AdamKernel {
-    fn run<E: Dtype, D: Device<E>, S: Shape>(
-        &self,
-        param: &mut Tensor<S, E, D>,
-        moments: &mut [&mut <D as Storage<E>>::Vec],
-        grad: &<D as Storage<E>>::Vec,
-        held: &mut Held,
-    ) -> Result<(), D::Err> {
-        let consts = AdamConsts {
-            b1: self.cfg.betas[0],
-            b2: self.cfg.betas[1],
-            eps: self.cfg.eps,
-            eps_root: self.eps_root,
-            t: self.t,
+fn run_adam<E: Dtype, D: Device<E>, S: Shape>(
+    k: &AdamKernel,
+    param: &mut Tensor<S, E, D>,
+    moments: &mut [&mut <D as Storage<E>>::Vec],
+    grad: &<D as Storage<E>>::Vec,
+    held: &mut Held,
+) -> Result<(), D::Err> {
+    let consts = AdamConsts {
+        b1: k.cfg.betas[0],
+        b2: k.cfg.betas[1],
+        eps: k.cfg.eps,
+        eps_root: k.eps_root,
+        t: k.t,
+    };
+    // Three buffers (mu, nu, direction) exactly when the state was
+    // built for the host kernel.
+    if let (false, [mu, nu, dir]) = (k.pytorch, &mut *moments) {
+        // `param -= lr * (dir + wd * param)`: Optax's
+        // `add_decayed_weights` then `scale_by_learning_rate`, after the
+        // direction in the same pass; the direction's buffer holds the
+        // parameter meanwhile.
+        let step = AdamStep {
+            adam: consts,
+            lr: k.cfg.lr,
+            weight_decay: k.cfg.weight_decay.map(|wd| match wd {
+                WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
+            }),
         };
-        // Three buffers (mu, nu, direction) exactly when the state was
-        // built for the host kernel.
-        if let (false, [mu, nu, dir]) = (self.pytorch, &mut *moments) {
-            // `param -= lr * (dir + wd * param)`: Optax's
-            // `add_decayed_weights` then `scale_by_learning_rate`, after the
-            // direction in the same pass; the direction's buffer holds the
-            // parameter meanwhile.
-            let step = AdamStep {
-                adam: consts,
-                lr: self.cfg.lr,
-                weight_decay: self.cfg.weight_decay.map(|wd| match wd {
-                    WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
-                }),
-            };
-            if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
-                return Ok(());
-            }
+        if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
+            return Ok(());
         }
-        let [mu, nu, ..] = moments else {
-            unreachable!("adam has two moments")
-        };
-        self.cfg.try_update(self.t, param, mu, nu, grad)
     }
+    let [mu, nu, ..] = moments else {
+        unreachable!("adam has two moments")
+    };
+    k.cfg.try_update(k.t, param, mu, nu, grad)
 }
 
 fn run_rms<E: Dtype, D: Device<E>, S: Shape>(

@@ -404,23 +404,36 @@ pub fn apply_updates<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     model: &mut M,
     mut updates: Updates<E, D>,
 ) -> Result<Gradients<E, D>, D::Err> {
-    let mut op = Apply {
-        updates: &mut updates,
-        i: 0,
-    };
-    M::iter_tensors(&mut RecursiveWalker {
-        m: model,
-        f: &mut op,
-    })?;
+    each_param(model, &mut Apply(&mut updates))?;
     Ok(updates.into_gradients())
 }
 
-struct Apply<'a, E, D: Storage<E>> {
-    updates: &'a mut Updates<E, D>,
+/// Something done to each trainable tensor of a model in turn, with its
+/// leaf index.
+pub(crate) trait EachParam<E: Dtype, D: Device<E>> {
+    fn param<S: Shape>(&mut self, i: usize, p: &mut Tensor<S, E, D>) -> Result<(), D::Err>;
+}
+
+/// Runs `f` on the trainable tensors of `model` in leaf order; returns how
+/// many there were.
+pub(crate) fn each_param<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
+    model: &mut M,
+    f: &mut impl EachParam<E, D>,
+) -> Result<usize, D::Err> {
+    let mut walker = Indexed { f, i: 0 };
+    M::iter_tensors(&mut RecursiveWalker {
+        m: model,
+        f: &mut walker,
+    })?;
+    Ok(walker.i)
+}
+
+struct Indexed<'a, F> {
+    f: &'a mut F,
     i: usize,
 }
 
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for Apply<'_, E, D> {
+impl<E: Dtype, D: Device<E>, F: EachParam<E, D>> TensorVisitor<E, D> for Indexed<'_, F> {
     type Viewer = ViewTensorMut;
     type Err = D::Err;
     type E2 = E;
@@ -431,19 +444,27 @@ impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for Apply<'_, E, D> {
         opts: TensorOptions<S, E, D>,
         p: &mut Tensor<S, E, D>,
     ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        if !opts.do_gradient_update {
-            return Ok(None);
+        if opts.do_gradient_update {
+            self.f.param(self.i, p)?;
+            self.i += 1;
         }
-        let i = self.i;
-        self.i += 1;
+        Ok(None)
+    }
+}
+
+/// `params += updates`, per tensor.
+struct Apply<'a, E, D: Storage<E>>(&'a mut Updates<E, D>);
+
+impl<E: Dtype, D: Device<E>> EachParam<E, D> for Apply<'_, E, D> {
+    fn param<S: Shape>(&mut self, i: usize, p: &mut Tensor<S, E, D>) -> Result<(), D::Err> {
         let shape = *p.shape();
-        let u = match self.updates.slots[i].take() {
+        let u = match self.0.slots[i].take() {
             Some(u) => u.try_reshape_like(&shape)?,
             None => {
-                self.updates.raw.try_alloc_for(p)?;
-                self.updates.raw.get(p)
+                self.0.raw.try_alloc_for(p)?;
+                self.0.raw.get(p)
             }
         };
-        p.try_axpy(1.0, &u, 1.0).map(|_| None)
+        p.try_axpy(1.0, &u, 1.0)
     }
 }

@@ -4,15 +4,13 @@
 
 use std::sync::Arc;
 
-use dfdx::nn::tensor_collection::{
-    RecursiveWalker, TensorCollection, TensorOptions, TensorVisitor, ViewTensorMut,
-};
+use dfdx::nn::tensor_collection::TensorCollection;
 use dfdx::prelude::{Dtype, Gradients, HasShape, Shape, Storage, Tensor};
 use dfdx::tensor_ops::{Device, TryAdd};
 
 use super::exact::Held;
 use super::fused::Plan;
-use super::leaves::{copy_into, Leaf, LeafInfo, Params, Scratch, Updates};
+use super::leaves::{copy_into, each_param, EachParam, Leaf, LeafInfo, Params, Scratch, Updates};
 use super::saved::{load_count, load_counter, lookup, save_count, save_counter};
 use crate::state::{HostTensor, StateDict, StateError, StateMap};
 
@@ -196,16 +194,7 @@ impl<E: Dtype, D: Device<E>> LeafState<E, D> {
             // The previous update was applied and dropped, so this is in place.
             self.keys[i].try_fill_with_zeros()?;
             let key = &self.keys[i];
-            let mut moments = Vec::new();
-            for (_, b) in self.parts[members.clone()]
-                .iter_mut()
-                .flat_map(|p| p.maps.iter_mut())
-            {
-                moments.push(b.get_or_alloc_mut(key)?);
-            }
-            for b in self.extra.iter_mut() {
-                moments.push(b.get_or_alloc_mut(key)?);
-            }
+            let mut moments = moments(&mut self.parts[members.clone()], &mut self.extra, key)?;
             let g = updates.buffer(i, params, &mut scratch)?;
             // The kernel's buffers hold this step's values, not the
             // parameter's, from here on.
@@ -232,14 +221,10 @@ impl<E: Dtype, D: Device<E>> LeafState<E, D> {
             updates,
             scratch: Scratch::new(),
             kernel,
-            i: 0,
         };
-        M::iter_tensors(&mut RecursiveWalker {
-            m: model,
-            f: &mut op,
-        })?;
+        let n = each_param(model, &mut op)?;
         assert_eq!(
-            op.i,
+            n,
             self.keys.len(),
             "optimizer state built for another model"
         );
@@ -358,30 +343,33 @@ impl<E: Dtype, D: Device<E>> StateDict<E> for LeafState<E, D> {
     }
 }
 
+/// The kernel buffers of primitives `parts` then the extra ones, of the
+/// leaf keyed by `key`: what a [`Plan`] walks.
+fn moments<'s, E: Dtype, D: Device<E>>(
+    parts: &'s mut [Bufs<E, D>],
+    extra: &'s mut [Gradients<E, D>],
+    key: &Leaf<E, D>,
+) -> Result<Vec<&'s mut <D as Storage<E>>::Vec>, D::Err> {
+    let mut out = Vec::new();
+    for (_, b) in parts.iter_mut().flat_map(|p| p.maps.iter_mut()) {
+        out.push(b.get_or_alloc_mut(key)?);
+    }
+    for b in extra.iter_mut() {
+        out.push(b.get_or_alloc_mut(key)?);
+    }
+    Ok(out)
+}
+
 struct InPlace<'a, E, D: Storage<E>> {
     state: &'a mut LeafState<E, D>,
     members: std::ops::Range<usize>,
     updates: &'a mut Updates<E, D>,
     scratch: Scratch<E, D>,
     kernel: &'a Plan,
-    i: usize,
 }
 
-impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for InPlace<'_, E, D> {
-    type Viewer = ViewTensorMut;
-    type Err = D::Err;
-    type E2 = E;
-    type D2 = D;
-
-    fn visit<S: Shape>(
-        &mut self,
-        opts: TensorOptions<S, E, D>,
-        p: &mut Tensor<S, E, D>,
-    ) -> Result<Option<Tensor<S, E, D>>, D::Err> {
-        if !opts.do_gradient_update {
-            return Ok(None);
-        }
-        let i = self.i;
+impl<E: Dtype, D: Device<E>> EachParam<E, D> for InPlace<'_, E, D> {
+    fn param<S: Shape>(&mut self, i: usize, p: &mut Tensor<S, E, D>) -> Result<(), D::Err> {
         let st = &mut *self.state;
         let key = &st.keys[i];
         assert_eq!(
@@ -389,19 +377,8 @@ impl<E: Dtype, D: Device<E>> TensorVisitor<E, D> for InPlace<'_, E, D> {
             p.shape().num_elements(),
             "optimizer state built for another model"
         );
-        self.i += 1;
-        let mut moments = Vec::new();
-        for (_, b) in st.parts[self.members.clone()]
-            .iter_mut()
-            .flat_map(|p| p.maps.iter_mut())
-        {
-            moments.push(b.get_or_alloc_mut(key)?);
-        }
-        for b in st.extra.iter_mut() {
-            moments.push(b.get_or_alloc_mut(key)?);
-        }
+        let mut moments = moments(&mut st.parts[self.members.clone()], &mut st.extra, key)?;
         let g = self.updates.buffer_for(i, p, &mut self.scratch)?;
-        self.kernel.run(p, &mut moments, g, &mut st.held[i])?;
-        Ok(None)
+        self.kernel.run(p, &mut moments, g, &mut st.held[i])
     }
 }
