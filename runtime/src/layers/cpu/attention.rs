@@ -9,7 +9,8 @@ use dfdx::prelude::*;
 use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
-use super::{host_vec, Elem, Host};
+use super::math::Math;
+use super::{host_vec, Host};
 
 /// `[batch, Q, F]` rows on the CPU.
 type Rows<B, Q, const F: usize, E, T> = Tensor<(B, Q, Const<F>), E, Cpu, T>;
@@ -53,10 +54,32 @@ fn head_t<E>(rows_buf: &[E], h: usize, rows: usize, depth: usize, features: usiz
     }
 }
 
+/// Lanes of the softmax's reductions: independent partial maxima and sums
+/// that the compiler keeps in vector registers.
+const LANES: usize = 16;
+
+/// `f` folded over `xs` in [`LANES`] interleaved partial results, then
+/// across them: a reduction the compiler vectorises (a single running
+/// value would be one dependent chain).
+#[inline(always)]
+fn fold_lanes<E: Copy>(xs: &[E], init: E, f: impl Fn(E, E) -> E) -> E {
+    let mut acc = [init; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = f(*a, x);
+        }
+    }
+    let acc = acc.into_iter().fold(init, &f);
+    tail.iter().fold(acc, |a, &x| f(a, x))
+}
+
 /// Flax's masked softmax of each `nk`-long row of `w`, in place: a masked
 /// logit becomes the dtype's minimum first (so a row with every key masked
 /// gets uniform weights, as Flax's does), then `exp(x - max) / sum`.
-fn masked_softmax_rows<E: Elem>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
+#[inline(always)]
+fn masked_softmax_rows<E: Math>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
     if nk == 0 {
         return;
     }
@@ -68,17 +91,52 @@ fn masked_softmax_rows<E: Elem>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
                 }
             }
         }
-        let max = row.iter().fold(E::neg_infinity(), |m, &x| m.max(x));
-        let mut sum = E::zero();
-        for x in row.iter_mut() {
-            *x = (*x - max).exp();
-            sum += *x;
+        let max = fold_lanes(row, E::neg_infinity(), E::max);
+        row.iter_mut().for_each(|x| *x = (*x - max).exp_kernel());
+        let sum = fold_lanes(row, E::zero(), |a, b| a + b);
+        row.iter_mut().for_each(|x| *x /= sum);
+    }
+}
+
+simd_dispatch!(fn softmax_simd<E: Math>(w: &mut [E], nk: usize, mask: Option<&[bool]>) => masked_softmax_rows);
+
+/// The softmax's backward on each row, in place on `ds` (`dy vᵀ` in, the
+/// logits' gradient out): `p (d - <d, p>)`, nothing through a masked logit
+/// (Flax's `where`).
+#[inline(always)]
+fn softmax_backward_rows<E: Math>(ds: &mut [E], w: &[E], nk: usize, mask: Option<&[bool]>) {
+    for (i, (d, p)) in ds.chunks_exact_mut(nk).zip(w.chunks_exact(nk)).enumerate() {
+        let mut prod = [E::zero(); LANES];
+        let (dc, pc) = (d.chunks_exact(LANES), p.chunks_exact(LANES));
+        let tail = dc.remainder().iter().zip(pc.remainder());
+        for (dc, pc) in dc.zip(pc) {
+            for ((a, &d), &p) in prod.iter_mut().zip(dc).zip(pc) {
+                *a += d * p;
+            }
         }
-        for x in row.iter_mut() {
-            *x /= sum;
+        let dot = tail.fold(
+            prod.into_iter().fold(E::zero(), |a, b| a + b),
+            |s, (&d, &p)| s + d * p,
+        );
+        for (d, &p) in d.iter_mut().zip(p) {
+            *d = p * (*d - dot);
+        }
+        if let Some(m) = mask {
+            for (d, &keep) in d.iter_mut().zip(&m[i * nk..(i + 1) * nk]) {
+                if !keep {
+                    *d = E::zero();
+                }
+            }
         }
     }
 }
+
+simd_dispatch!(fn softmax_backward_simd<E: Math>(
+    ds: &mut [E],
+    w: &[E],
+    nk: usize,
+    mask: Option<&[bool]>,
+) => softmax_backward_rows);
 
 /// One attention's sizes: `batch` examples of `nq` queries and `nk` keys,
 /// `features` split into `heads`.
@@ -97,7 +155,7 @@ impl Dims {
     }
 
     /// `1 / sqrt(depth)`, which Flax multiplies the queries by.
-    fn scale<E: Elem>(&self) -> E {
+    fn scale<E: Math>(&self) -> E {
         E::from_f64(1.0 / (self.depth() as f64).sqrt()).unwrap()
     }
 }
@@ -105,7 +163,7 @@ impl Dims {
 /// The forward pass on host rows: scales `q` in place (Flax scales the
 /// queries before the product) and returns the joined outputs and the
 /// softmax's weights (`[batch, heads, nq, nk]`, for the backward).
-pub(super) fn forward<E: Elem>(
+pub(super) fn forward<E: Math>(
     d: &Dims,
     qs: &mut [E],
     ks: &[E],
@@ -134,7 +192,7 @@ pub(super) fn forward<E: Elem>(
                         head(qe, h, nq, dh, f),
                         head_t(ke, h, nk, dh, f),
                     );
-                    masked_softmax_rows(wh, nk, me);
+                    softmax_simd(wh, nk, me);
                     let wv = head_mut(o, h, nq, dh, f);
                     matmul(wv, false, Mat::rows(wh, nq, nk), head(ve, h, nk, dh, f));
                 }
@@ -146,7 +204,7 @@ pub(super) fn forward<E: Elem>(
 /// The backward pass on host rows: adds the gradients of `q`, `k` and `v`
 /// (`qs` as [`forward`] scaled it, `w` its weights) into `dq`, `dk`, `dv`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn backward<E: Elem>(
+pub(super) fn backward<E: Math>(
     d: &Dims,
     qs: &[E],
     ks: &[E],
@@ -183,15 +241,7 @@ pub(super) fn backward<E: Elem>(
                 matmul(dw, false, dyh, head_t(ve, h, nk, dh, f));
                 let dvh = head_mut(dve, h, nk, dh, f);
                 matmul(dvh, true, Mat::transposed(wh, nk, nq), dyh);
-                // The softmax's backward, nothing through a masked logit
-                // (Flax's `where`).
-                for (i, (d, p)) in ds.chunks_exact_mut(nk).zip(wh.chunks_exact(nk)).enumerate() {
-                    let dot = d.iter().zip(p).fold(E::zero(), |s, (&d, &p)| s + d * p);
-                    for (j, (d, &p)) in d.iter_mut().zip(p).enumerate() {
-                        let keep = me.is_none_or(|m| m[i * nk + j]);
-                        *d = if keep { p * (*d - dot) } else { E::zero() };
-                    }
-                }
+                softmax_backward_simd(&mut ds, wh, nk, me);
                 // dk += dlogitsᵀ (q scale), dq += (dlogits k) scale
                 let dkh = head_mut(dke, h, nk, dh, f);
                 matmul(

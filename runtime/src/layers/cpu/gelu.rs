@@ -2,51 +2,13 @@
 //! pass forward and one backward, the forward's `tanh` kept for the
 //! backward rather than computed again.
 //!
-//! `f32` evaluates `tanh` with the rational approximation XLA's CPU
-//! backend uses (Eigen's `generic_fast_tanh_float`: an odd degree-13
-//! numerator over an even degree-6 denominator on `[-7.9, 7.9]`, ±1
-//! outside), plain arithmetic that the compiler vectorises, where libm's
-//! `tanhf` is one scalar call per element. Against `f64::tanh` it is within
-//! 2.9e-7 absolute over `[-10, 10]` (the test below sweeps it; the
-//! largest gap is where the clamp meets 1); `f64` uses
-//! `f64::tanh`.
+//! `tanh` is [`Math::tanh_kernel`](super::math::Math): XLA's rational form in
+//! `f32`, which the compiler vectorises.
 
 use rayon::prelude::*;
 
-use super::{Elem, ELEMWISE_CHUNK};
-
-/// `tanh` for the kernel: the rational form for `f32`, libm for `f64`.
-pub(crate) trait Tanh: Elem {
-    fn tanh_kernel(self) -> Self;
-}
-
-impl Tanh for f32 {
-    // The coefficients as Eigen publishes them (f32 rounds them the same).
-    #[allow(clippy::excessive_precision)]
-    #[inline(always)]
-    fn tanh_kernel(self) -> f32 {
-        let x = self.clamp(-7.905_311, 7.905_311);
-        let x2 = x * x;
-        let mut p = x2.mul_add(-2.760_768_5e-16, 2.000_187_9e-13);
-        p = x2.mul_add(p, -8.604_671_5e-11);
-        p = x2.mul_add(p, 5.122_297e-8);
-        p = x2.mul_add(p, 1.485_722_4e-5);
-        p = x2.mul_add(p, 6.372_619_3e-4);
-        p = x2.mul_add(p, 4.893_524_6e-3);
-        let p = x * p;
-        let mut q = x2.mul_add(1.198_258_4e-6, 1.185_347_1e-4);
-        q = x2.mul_add(q, 2.268_434_6e-3);
-        q = x2.mul_add(q, 4.893_525_2e-3);
-        p / q
-    }
-}
-
-impl Tanh for f64 {
-    #[inline(always)]
-    fn tanh_kernel(self) -> f64 {
-        self.tanh()
-    }
-}
+use super::math::Math;
+use super::ELEMWISE_CHUNK;
 
 /// `sqrt(2 / pi)`.
 const C: f64 = 0.797_884_560_802_865_4;
@@ -55,7 +17,7 @@ const A: f64 = 0.044_715;
 
 /// `gelu(x)` into `y`, and each `tanh` into `t` when `t` is not empty.
 #[inline(always)]
-fn forward_chunk<E: Tanh>(y: &mut [E], t: &mut [E], x: &[E]) {
+fn forward_chunk<E: Math>(y: &mut [E], t: &mut [E], x: &[E]) {
     let (c, a, half, one) = consts::<E>();
     let tanh = |x: E| (c * (x + a * x * x * x)).tanh_kernel();
     if t.is_empty() {
@@ -72,11 +34,11 @@ fn forward_chunk<E: Tanh>(y: &mut [E], t: &mut [E], x: &[E]) {
 
 // Compiled for the CPU's widest vectors: on the crate's baseline x86-64,
 // `mul_add` is a libm call per element (a fifth of TEXT's step once).
-simd_dispatch!(fn forward_simd<E: Tanh>(y: &mut [E], t: &mut [E], x: &[E]) => forward_chunk);
+simd_dispatch!(fn forward_simd<E: Math>(y: &mut [E], t: &mut [E], x: &[E]) => forward_chunk);
 
 /// `dx += gelu'(x) dy`, from the forward's `tanh`s.
 #[inline(always)]
-fn backward_chunk<E: Tanh>(dx: &mut [E], x: &[E], t: &[E], dy: &[E]) {
+fn backward_chunk<E: Math>(dx: &mut [E], x: &[E], t: &[E], dy: &[E]) {
     let (c, _, half, one) = consts::<E>();
     let three_a = E::from_f64(3.0 * A).unwrap();
     for (((d, &x), &t), &g) in dx.iter_mut().zip(x).zip(t).zip(dy) {
@@ -87,10 +49,10 @@ fn backward_chunk<E: Tanh>(dx: &mut [E], x: &[E], t: &[E], dy: &[E]) {
     }
 }
 
-simd_dispatch!(fn backward_simd<E: Tanh>(dx: &mut [E], x: &[E], t: &[E], dy: &[E]) => backward_chunk);
+simd_dispatch!(fn backward_simd<E: Math>(dx: &mut [E], x: &[E], t: &[E], dy: &[E]) => backward_chunk);
 
 #[inline(always)]
-fn consts<E: Tanh>() -> (E, E, E, E) {
+fn consts<E: Math>() -> (E, E, E, E) {
     (
         E::from_f64(C).unwrap(),
         E::from_f64(A).unwrap(),
@@ -100,7 +62,7 @@ fn consts<E: Tanh>() -> (E, E, E, E) {
 }
 
 /// `gelu(x)`, and each element's `tanh` when `keep` (for the backward).
-pub(super) fn forward<E: Tanh>(xs: &[E], keep: bool) -> (Vec<E>, Vec<E>) {
+pub(super) fn forward<E: Math>(xs: &[E], keep: bool) -> (Vec<E>, Vec<E>) {
     let n = xs.len();
     let mut ys: Vec<E> = vec![E::zero(); n];
     let mut ts: Vec<E> = Vec::new();
@@ -119,7 +81,7 @@ pub(super) fn forward<E: Tanh>(xs: &[E], keep: bool) -> (Vec<E>, Vec<E>) {
 }
 
 /// `dx += gelu'(x) dy` from the forward's `tanh`s.
-pub(super) fn backward<E: Tanh>(xs: &[E], ts: &[E], dy: &[E], dx: &mut [E]) {
+pub(super) fn backward<E: Math>(xs: &[E], ts: &[E], dy: &[E], dx: &mut [E]) {
     dx.par_chunks_mut(ELEMWISE_CHUNK)
         .zip(xs.par_chunks(ELEMWISE_CHUNK))
         .zip(ts.par_chunks(ELEMWISE_CHUNK))
@@ -129,19 +91,7 @@ pub(super) fn backward<E: Tanh>(xs: &[E], ts: &[E], dy: &[E], dx: &mut [E]) {
 
 #[cfg(test)]
 mod tests {
-    use super::Tanh;
     use dfdx::prelude::*;
-
-    #[test]
-    fn the_f32_tanh_is_within_a_few_ulps_of_f64s() {
-        let mut worst = 0f64;
-        for k in -100_000..=100_000 {
-            let x = k as f64 * 1e-4;
-            let got = f64::from((x as f32).tanh_kernel());
-            worst = worst.max((got - (x as f32 as f64).tanh()).abs());
-        }
-        assert!(worst < 3e-7, "{worst}");
-    }
 
     #[test]
     fn values_and_gradients_match_dfdx_fast_gelu_in_f64() {

@@ -15,7 +15,7 @@ use crate::layers::{NormRows, PoolKind, Window2D};
 use rayon::prelude::*;
 
 /// The CPU kernels on host slices, for one dtype.
-pub(crate) trait Host: Elem + super::gelu::Tanh {
+pub(crate) trait Host: Elem + super::math::Math {
     /// `y = x w^T + b` for `x` `(batch, i)`, `w` `(o, i)`, `b` `(o,)`.
     fn dense_forward(
         batch: usize,

@@ -17,6 +17,7 @@ mod gemm;
 mod host;
 mod im2col;
 pub(super) mod lstm;
+pub(super) mod math;
 pub(super) mod norm;
 mod pool;
 pub(super) mod resize;
