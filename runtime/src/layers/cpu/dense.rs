@@ -43,19 +43,7 @@ pub(super) fn forward<E: Elem>(
         let mut wt = Scratch::new(i * o);
         transpose_into(w, o, i, &mut wt);
         let mut y = bias_rows(batch, b);
-        let rows = super::chunking(batch);
-        y.par_chunks_mut(rows * o)
-            .zip(x.par_chunks(rows * i))
-            .for_each(|(y, x)| {
-                let n = y.len() / o;
-                matmul_threads(
-                    MatMut::rows(y, n, o),
-                    true,
-                    Mat::rows(x, n, i),
-                    Mat::rows(&wt, i, o),
-                    1,
-                );
-            });
+        split_rows(batch, (&mut y, o), (x, i), Mat::rows(&wt, i, o));
         return y;
     }
     let mut xt = Scratch::new(i * batch);
@@ -85,6 +73,26 @@ pub(super) fn forward<E: Elem>(
 /// shapes).
 fn many_rows(batch: usize, i: usize, o: usize) -> bool {
     i > 0 && o > 0 && o * i <= batch * (i + o)
+}
+
+/// `out += lhs rhs` over `batch` rows (`out` and `lhs` with their row
+/// widths), the rows split over the rayon threads, one single-threaded
+/// product each (see [`many_rows`]).
+fn split_rows<E: Elem>(batch: usize, out: (&mut [E], usize), lhs: (&[E], usize), rhs: Mat<'_, E>) {
+    let ((out, ow), (lhs, lw)) = (out, lhs);
+    let rows = super::chunking(batch);
+    out.par_chunks_mut(rows * ow)
+        .zip(lhs.par_chunks(rows * lw))
+        .for_each(|(out, lhs)| {
+            let n = out.len() / ow;
+            matmul_threads(
+                MatMut::rows(out, n, ow),
+                true,
+                Mat::rows(lhs, n, lw),
+                rhs,
+                1,
+            );
+        });
 }
 
 /// Outputs up to which a large product with few outputs (a classifier
@@ -174,19 +182,7 @@ pub(super) fn backward_x<E: Elem>(
 ) {
     let threads = threads(batch * i * o);
     if threads > 1 && many_rows(batch, i, o) {
-        let rows = super::chunking(batch);
-        dx.par_chunks_mut(rows * i)
-            .zip(dy.par_chunks(rows * o))
-            .for_each(|(dx, dy)| {
-                let n = dx.len() / i;
-                matmul_threads(
-                    MatMut::rows(dx, n, i),
-                    true,
-                    Mat::rows(dy, n, o),
-                    Mat::rows(w, o, i),
-                    1,
-                );
-            });
+        split_rows(batch, (dx, i), (dy, o), Mat::rows(w, o, i));
         return;
     }
     matmul_threads(
