@@ -20,6 +20,8 @@
 //! - optionally `trace`, then `scale_by_learning_rate`: the SGD kernel.
 //!
 //! Each gives the primitives' results bit for bit on host buffers
+//! (`tests/optim_primitives.rs` composes every optimizer from its
+//! primitives with `chain` and compares), and Optax's
 //! (`tests/optim_optax_exact.rs`).
 
 use dfdx::prelude::{Dtype, Shape, Storage, Tensor};
