@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, Mat, MatMut};
 use super::math::Math;
-use super::{host_vec, Host};
+use super::{fold_lanes, host_vec, Host, LANES};
 
 /// `[batch, Q, F]` rows on the CPU.
 type Rows<B, Q, const F: usize, E, T> = Tensor<(B, Q, Const<F>), E, Cpu, T>;
@@ -54,27 +54,6 @@ fn head_t<E>(rows_buf: &[E], h: usize, rows: usize, depth: usize, features: usiz
     }
 }
 
-/// Lanes of the softmax's reductions: independent partial maxima and sums
-/// that the compiler keeps in vector registers.
-const LANES: usize = 16;
-
-/// `f` folded over `xs` in [`LANES`] interleaved partial results, then
-/// across them: a reduction the compiler vectorises (a single running
-/// value would be one dependent chain).
-#[inline(always)]
-fn fold_lanes<E: Copy>(xs: &[E], init: E, f: impl Fn(E, E) -> E) -> E {
-    let mut acc = [init; LANES];
-    let chunks = xs.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a = f(*a, x);
-        }
-    }
-    let acc = acc.into_iter().fold(init, &f);
-    tail.iter().fold(acc, |a, &x| f(a, x))
-}
-
 /// Flax's masked softmax of each `nk`-long row of `w`, in place: a masked
 /// logit becomes the dtype's minimum first (so a row with every key masked
 /// gets uniform weights, as Flax's does), then `exp(x - max) / sum`.
@@ -91,9 +70,9 @@ fn masked_softmax_rows<E: Math>(w: &mut [E], nk: usize, mask: Option<&[bool]>) {
                 }
             }
         }
-        let max = fold_lanes(row, E::neg_infinity(), E::max);
+        let max = fold_lanes(row, E::neg_infinity(), E::max, E::max);
         row.iter_mut().for_each(|x| *x = (*x - max).exp_kernel());
-        let sum = fold_lanes(row, E::zero(), |a, b| a + b);
+        let sum = fold_lanes(row, E::zero(), |a, b| a + b, |a, b| a + b);
         row.iter_mut().for_each(|x| *x /= sum);
     }
 }

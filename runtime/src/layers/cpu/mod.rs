@@ -103,6 +103,29 @@ fn host_vec<S: Shape, E: Elem, T: Tape<E, Cpu>>(
     Ok(buf)
 }
 
+/// Lanes of the row kernels' reductions: independent partial results
+/// that the compiler keeps in vector registers.
+const LANES: usize = 16;
+
+/// `f` folded over `xs` in [`LANES`] interleaved partial results, which
+/// `combine` then joins: a reduction the compiler vectorises, where a
+/// single running value is one dependent chain of scalar operations (a
+/// LayerNorm's mean and variance over 128 features, a softmax's maximum
+/// and sum).
+#[inline(always)]
+fn fold_lanes<E: Copy>(xs: &[E], init: E, f: impl Fn(E, E) -> E, combine: impl Fn(E, E) -> E) -> E {
+    let mut acc = [init; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = f(*a, x);
+        }
+    }
+    let acc = acc.into_iter().fold(init, &combine);
+    tail.iter().fold(acc, |a, &x| f(a, x))
+}
+
 fn add_into<E: Elem>(dst: &mut [E], src: &[E]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }

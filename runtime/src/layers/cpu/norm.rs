@@ -6,7 +6,7 @@
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::{host_vec, Elem, Host};
+use super::{fold_lanes, host_vec, Elem, Host, LANES};
 use crate::layers::NormRows;
 
 /// What every row of one norm shares: the scale (all of it), the bias
@@ -44,15 +44,13 @@ fn forward_rows<E: Elem>(
     let (row, plane) = (p.layout.row, p.layout.plane);
     let n = E::from_usize(row).unwrap();
     for (r, (xr, yr)) in x.chunks_exact(row).zip(y.chunks_exact_mut(row)).enumerate() {
+        let add = |a: E, b: E| a + b;
         let mean = if p.layout.center {
-            xr.iter().fold(E::zero(), |s, &v| s + v) / n
+            fold_lanes(xr, E::zero(), add, add) / n
         } else {
             E::zero()
         };
-        let var = xr
-            .iter()
-            .fold(E::zero(), |s, &v| s + (v - mean) * (v - mean))
-            / n;
+        let var = fold_lanes(xr, E::zero(), |s, v| s + (v - mean) * (v - mean), add) / n;
         let k = E::one() / (var + p.eps).sqrt();
         inv[r] = k;
         let first = p.first_entry(r0 + r);
@@ -129,12 +127,30 @@ fn backward_rows<E: Elem>(
         let (mut sum, mut dot) = (E::zero(), E::zero());
         if plane == 1 {
             let s = &p.scale[first..first + row];
-            for j in 0..row {
+            let (ds, db) = (
+                &mut dscale[first..first + row],
+                &mut dbias[first..first + row],
+            );
+            for ((ds, db), (&g, &h)) in ds.iter_mut().zip(db.iter_mut()).zip(g.iter().zip(h)) {
+                *ds += g * h;
+                *db += g;
+            }
+            // The two reductions in lanes, so that they vectorise.
+            let (mut sums, mut dots) = ([E::zero(); LANES], [E::zero(); LANES]);
+            let lanes = g.chunks_exact(LANES).zip(h.chunks_exact(LANES));
+            for ((gc, hc), sc) in lanes.zip(s.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    let gs = gc[l] * sc[l];
+                    sums[l] += gs;
+                    dots[l] += gs * hc[l];
+                }
+            }
+            sum = sums.into_iter().fold(sum, |a, b| a + b);
+            dot = dots.into_iter().fold(dot, |a, b| a + b);
+            for j in row - row % LANES..row {
                 let gs = g[j] * s[j];
                 sum += gs;
                 dot += gs * h[j];
-                dscale[first + j] += g[j] * h[j];
-                dbias[first + j] += g[j];
             }
         } else {
             for (c, (gc, hc)) in g.chunks_exact(plane).zip(h.chunks_exact(plane)).enumerate() {
