@@ -140,6 +140,11 @@ members!(A 0, B 1, C 2);
 members!(A 0, B 1, C 2, F 3);
 members!(A 0, B 1, C 2, F 3, G 4);
 
+/// What each of primitives `ms` adds to a fused kernel at update `count`.
+fn fusions<E: Dtype, D: Device<E>>(ms: &[&dyn Primitive<E, D>], count: u64) -> Vec<Fusion> {
+    ms.iter().map(|m| m.fusion(count)).collect()
+}
+
 /// The state of primitives `ms` for `params`.
 fn init<E: Dtype, D: Device<E>>(
     ms: &[&dyn Primitive<E, D>],
@@ -150,8 +155,7 @@ fn init<E: Dtype, D: Device<E>>(
     for m in ms {
         parts.push(m.init(params)?);
     }
-    let fusion: Vec<Fusion> = ms.iter().map(|m| m.fusion(0)).collect();
-    let extra = match plan(&fusion, true) {
+    let extra = match plan(&fusions(ms, 0), true) {
         Some(p) => p.extra(host),
         None => ms.iter().map(|m| m.extra(host)).max().unwrap_or(0),
     };
@@ -166,10 +170,21 @@ fn update<E: Dtype, D: Device<E>>(
     updates: &mut Updates<E, D>,
     params: &Params<E, D>,
 ) -> Result<(), D::Err> {
+    let fusion = fusions(ms, state.count);
+    update_with(ms, &fusion, state, updates, params)
+}
+
+/// [`update`] with this update's `fusion` already known.
+fn update_with<E: Dtype, D: Device<E>>(
+    ms: &[&dyn Primitive<E, D>],
+    fusion: &[Fusion],
+    state: &mut LeafState<E, D>,
+    updates: &mut Updates<E, D>,
+    params: &Params<E, D>,
+) -> Result<(), D::Err> {
     let count = state.count;
     state.count += 1;
-    let fusion: Vec<Fusion> = ms.iter().map(|m| m.fusion(count)).collect();
-    if let Some(kernel) = plan(&fusion, false) {
+    if let Some(kernel) = plan(fusion, false) {
         return state.kernel_step(0..ms.len(), &kernel, updates, params);
     }
     for (k, m) in ms.iter().enumerate() {
@@ -191,7 +206,7 @@ fn update_and_apply<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     mut updates: Updates<E, D>,
     model: &mut M,
 ) -> Result<Gradients<E, D>, D::Err> {
-    let fusion: Vec<Fusion> = ms.iter().map(|m| m.fusion(state.count)).collect();
+    let fusion = fusions(ms, state.count);
     if let Some(kernel) = plan(&fusion, true) {
         state.count += 1;
         state.kernel_apply(0..ms.len(), &kernel, &mut updates, model)?;
@@ -201,7 +216,7 @@ fn update_and_apply<E: Dtype, D: Device<E>, M: TensorCollection<E, D>>(
     // every parameter would be copied first.
     {
         let params = Params::of(model)?;
-        update(ms, state, &mut updates, &params)?;
+        update_with(ms, &fusion, state, &mut updates, &params)?;
     }
     apply_updates(model, updates)
 }

@@ -348,6 +348,13 @@ pub(crate) struct RmsConsts {
     pub(crate) nesterov: bool,
 }
 
+impl RmsConsts {
+    /// The saved buffers: `nu`, `mu` when centred, `trace` with momentum.
+    pub(crate) fn saved(&self) -> usize {
+        1 + usize::from(self.centered) + usize::from(self.momentum.is_some())
+    }
+}
+
 impl HostKernel for RmsConsts {
     /// `bufs`: `nu`, then `mu` if centered, `trace` with momentum, and the
     /// update's output.

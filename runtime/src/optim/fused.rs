@@ -62,7 +62,7 @@ pub(crate) enum Plan {
     /// pass on host buffers ([`AdamStep`]), dfdx's fused Adam kernel
     /// elsewhere or with `pytorch`. Buffers: `mu`, `nu`, and on host the
     /// direction (which holds the parameter between steps, see [`Held`]).
-    Adam(AdamKernel),
+    Adam { step: AdamStep, pytorch: bool },
     /// Optax's rmsprop on host buffers, then dfdx's SGD kernel adding the
     /// update; elsewhere dfdx's fused RMSprop kernel (eps inside the square
     /// root, as Optax's default `eps_in_sqrt=True`). Buffers: `nu`, `mu`
@@ -79,7 +79,7 @@ impl Plan {
     /// Unsaved kernel buffers the plan walks besides the primitives' own.
     pub(crate) fn extra(&self, host: bool) -> usize {
         match self {
-            Plan::Adam(k) => usize::from(host && !k.pytorch),
+            Plan::Adam { pytorch, .. } => usize::from(host && !pytorch),
             Plan::Rms(c) => rms_extra(c, host),
             Plan::Sgd(cfg) => usize::from(cfg.momentum.is_none()),
         }
@@ -89,11 +89,10 @@ impl Plan {
 /// RMSProp's unsaved buffers: the host pass writes the update into one;
 /// dfdx's kernel walks momentum and centering buffers even when unused.
 pub(crate) fn rms_extra(c: &RmsConsts, host: bool) -> usize {
-    let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());
     if host {
         1
     } else {
-        3 - saved
+        3 - c.saved()
     }
 }
 
@@ -105,18 +104,13 @@ pub(crate) fn plan(parts: &[Fusion], in_place: bool) -> Option<Plan> {
         .copied()
         .filter(|p| !matches!(p, Fusion::Skip))
         .collect();
-    let adam = |consts: AdamConsts, pytorch, lr, wd: Option<f64>| {
-        Plan::Adam(AdamKernel {
-            t: consts.t,
-            eps_root: consts.eps_root,
-            cfg: AdamConfig {
-                lr,
-                betas: [consts.b1, consts.b2],
-                eps: consts.eps,
-                weight_decay: wd.map(WeightDecay::Decoupled),
-            },
-            pytorch,
-        })
+    let adam = |adam, pytorch, lr, weight_decay| Plan::Adam {
+        step: AdamStep {
+            adam,
+            lr,
+            weight_decay,
+        },
+        pytorch,
     };
     let sgd = |lr, momentum: Option<(f64, bool)>| {
         Plan::Sgd(SgdConfig {
@@ -162,17 +156,6 @@ pub(crate) fn plan(parts: &[Fusion], in_place: bool) -> Option<Plan> {
     })
 }
 
-/// Adam's configuration for one step (see [`Plan::Adam`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdamKernel {
-    /// 1-based, for the bias corrections.
-    pub(crate) t: i32,
-    /// On host buffers only: dfdx's kernel has none.
-    pub(crate) eps_root: f64,
-    pub(crate) cfg: AdamConfig,
-    pub(crate) pytorch: bool,
-}
-
 impl Plan {
     /// Runs the kernel on one tensor; `held` is the leaf's [`Held`].
     pub(crate) fn run<E: Dtype, D: Device<E>, S: Shape>(
@@ -183,7 +166,7 @@ impl Plan {
         held: &mut Held,
     ) -> Result<(), D::Err> {
         match self {
-            Plan::Adam(k) => run_adam(k, param, moments, grad, held),
+            Plan::Adam { step, pytorch } => run_adam(step, *pytorch, param, moments, grad, held),
             Plan::Rms(c) => run_rms(c, param, moments, grad),
             Plan::Sgd(cfg) => cfg.try_update(param, moments[0], grad),
         }
@@ -191,41 +174,35 @@ impl Plan {
 }
 
 fn run_adam<E: Dtype, D: Device<E>, S: Shape>(
-    k: &AdamKernel,
+    step: &AdamStep,
+    pytorch: bool,
     param: &mut Tensor<S, E, D>,
     moments: &mut [&mut <D as Storage<E>>::Vec],
     grad: &<D as Storage<E>>::Vec,
     held: &mut Held,
 ) -> Result<(), D::Err> {
-    let consts = AdamConsts {
-        b1: k.cfg.betas[0],
-        b2: k.cfg.betas[1],
-        eps: k.cfg.eps,
-        eps_root: k.eps_root,
-        t: k.t,
-    };
     // Three buffers (mu, nu, direction) exactly when the state was
     // built for the host kernel.
-    if let (false, [mu, nu, dir]) = (k.pytorch, &mut *moments) {
+    if let (false, [mu, nu, dir]) = (pytorch, &mut *moments) {
         // `param -= lr * (dir + wd * param)`: Optax's
         // `add_decayed_weights` then `scale_by_learning_rate`, after the
         // direction in the same pass; the direction's buffer holds the
         // parameter meanwhile.
-        let step = AdamStep {
-            adam: consts,
-            lr: k.cfg.lr,
-            weight_decay: k.cfg.weight_decay.map(|wd| match wd {
-                WeightDecay::Decoupled(wd) | WeightDecay::L2(wd) => wd,
-            }),
-        };
-        if run_on_host_param(&step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
+        if run_on_host_param(step, param, &mut [&mut **mu, &mut **nu], dir, grad, held) {
             return Ok(());
         }
     }
     let [mu, nu, ..] = moments else {
         unreachable!("adam has two moments")
     };
-    k.cfg.try_update(k.t, param, mu, nu, grad)
+    let c = &step.adam;
+    let cfg = AdamConfig {
+        lr: step.lr,
+        betas: [c.b1, c.b2],
+        eps: c.eps,
+        weight_decay: step.weight_decay.map(WeightDecay::Decoupled),
+    };
+    cfg.try_update(c.t, param, mu, nu, grad)
 }
 
 fn run_rms<E: Dtype, D: Device<E>, S: Shape>(
@@ -234,10 +211,9 @@ fn run_rms<E: Dtype, D: Device<E>, S: Shape>(
     moments: &mut [&mut <D as Storage<E>>::Vec],
     grad: &<D as Storage<E>>::Vec,
 ) -> Result<(), D::Err> {
-    let saved = 1 + usize::from(c.centered) + usize::from(c.momentum.is_some());
     // One buffer past the saved ones exactly when the state was built
     // for the host kernel.
-    if moments.len() == saved + 1 && run_on_host(c, moments, grad) {
+    if moments.len() == c.saved() + 1 && run_on_host(c, moments, grad) {
         let [nu, .., out] = moments else {
             unreachable!("at least two buffers")
         };

@@ -8,9 +8,9 @@
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::gemm::{matmul, Mat, MatMut};
+use super::gemm::{dot, matmul, Mat, MatMut};
 use super::math::Math;
-use super::{fold_lanes, host_vec, Host, LANES};
+use super::{fold_lanes, host_vec, Host};
 
 /// `[batch, Q, F]` rows on the CPU.
 type Rows<B, Q, const F: usize, E, T> = Tensor<(B, Q, Const<F>), E, Cpu, T>;
@@ -85,18 +85,7 @@ simd_dispatch!(fn softmax_simd<E: Math>(w: &mut [E], nk: usize, mask: Option<&[b
 #[inline(always)]
 fn softmax_backward_rows<E: Math>(ds: &mut [E], w: &[E], nk: usize, mask: Option<&[bool]>) {
     for (i, (d, p)) in ds.chunks_exact_mut(nk).zip(w.chunks_exact(nk)).enumerate() {
-        let mut prod = [E::zero(); LANES];
-        let (dc, pc) = (d.chunks_exact(LANES), p.chunks_exact(LANES));
-        let tail = dc.remainder().iter().zip(pc.remainder());
-        for (dc, pc) in dc.zip(pc) {
-            for ((a, &d), &p) in prod.iter_mut().zip(dc).zip(pc) {
-                *a += d * p;
-            }
-        }
-        let dot = tail.fold(
-            prod.into_iter().fold(E::zero(), |a, b| a + b),
-            |s, (&d, &p)| s + d * p,
-        );
+        let dot = dot(d, p);
         for (d, &p) in d.iter_mut().zip(p) {
             *d = p * (*d - dot);
         }

@@ -261,7 +261,7 @@ fn dot_products<E: Elem>(
 
 /// `a . b` with sixteen independent accumulators, so it vectorises.
 #[inline(always)]
-fn dot<E: Elem>(a: &[E], b: &[E]) -> E {
+pub(super) fn dot<E: Elem>(a: &[E], b: &[E]) -> E {
     let mut acc = [E::zero(); 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let tail = ca

@@ -54,17 +54,6 @@ impl AddDecayedWeights {
         self.mask = Some(Mask::new(mask));
         self
     }
-
-    /// Whether each leaf is decayed.
-    fn decayed(&self, info: &LeafInfo) -> Vec<bool> {
-        match &self.mask {
-            None => vec![true; info.names.len()],
-            Some(m) => {
-                let sel = m.select(&info.names);
-                (0..info.names.len()).map(|i| sel.contains(&i)).collect()
-            }
-        }
-    }
 }
 
 impl<E: Dtype, D: Device<E>> Primitive<E, D> for AddDecayedWeights {
@@ -73,14 +62,16 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for AddDecayedWeights {
         if self.weight_decay == 0.0 {
             return Ok(());
         }
-        let decayed = self.decayed(params.info());
-        for (i, p) in params.leaves().iter().enumerate() {
-            if decayed[i] {
-                // `u * 1 + p * wd`: Optax's `u + wd * p`, rounded alike.
-                updates
-                    .tensor(i, params)?
-                    .try_axpy(1.0, p, self.weight_decay)?;
-            }
+        let decayed = match &self.mask {
+            None => (0..params.len()).collect(),
+            Some(m) => m.select(&params.info().names),
+        };
+        for i in decayed {
+            // `u * 1 + p * wd`: Optax's `u + wd * p`, rounded alike.
+            let p = &params.leaves()[i];
+            updates
+                .tensor(i, params)?
+                .try_axpy(1.0, p, self.weight_decay)?;
         }
         Ok(())
     }

@@ -1,11 +1,11 @@
 //! `scale_by_adam` (Optax): Adam's direction `m̂ / (sqrt(v̂ + eps_root) + eps)`.
 
 use dfdx::prelude::{Dtype, Storage};
-use dfdx::tensor_ops::{AdamConfig, Device};
+use dfdx::tensor_ops::Device;
 
 use crate::optim::alias::{Primitive, Step};
-use crate::optim::exact::{on_host, AdamConsts};
-use crate::optim::fused::{AdamKernel, Fusion, Plan};
+use crate::optim::exact::{on_host, AdamConsts, AdamStep};
+use crate::optim::fused::{Fusion, Plan};
 use crate::optim::state::Bufs;
 use crate::optim::Params;
 
@@ -109,20 +109,16 @@ impl<E: Dtype, D: Device<E>> Primitive<E, D> for ScaleByAdam {
 
     fn update(&self, step: &mut Step<'_, E, D>) -> Result<(), D::Err> {
         let (at, state, updates, params) = step.parts();
-        let c = self.consts(at.count);
         // `param -= -1 * direction` on a zeroed tensor leaves the direction.
-        let kernel = AdamKernel {
-            t: c.t,
-            eps_root: c.eps_root,
-            cfg: AdamConfig {
+        let kernel = Plan::Adam {
+            step: AdamStep {
+                adam: self.consts(at.count),
                 lr: -1.0,
-                betas: [c.b1, c.b2],
-                eps: c.eps,
                 weight_decay: None,
             },
             pytorch: self.pytorch,
         };
-        state.kernel_step(at.k..at.k + 1, &Plan::Adam(kernel), updates, params)
+        state.kernel_step(at.k..at.k + 1, &kernel, updates, params)
     }
 
     fn fusion(&self, count: u64) -> Fusion {
